@@ -1,0 +1,123 @@
+"""The collector interface shared by every signal source.
+
+Life cycle: ``probe`` (no side effects on the target) -> ``start`` -> ``stop(timeout_s)``. Blocking
+work (psutil, subprocess, pynvml) runs in a thread with a stop Event. A collector never raises into
+the capture: failures end up as a ``CollectorStatus`` with state FAILED/PARTIAL and the reason.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.target import Target
+
+
+class CollectorError(Exception):
+    """A collector could not do its job; the message is the reason shown in the report."""
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """What the user asked for (CLI flags of ``attach``)."""
+
+    duration_s: float = 30.0
+    rate_hz: int = 100
+    native: bool = False
+    subprocesses: bool = False
+    process_hz: float = 10.0
+    pyspy_window_s: float = 5.0
+    pyspy_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Probe:
+    available: bool
+    reason: str | None = None
+
+
+class Collector(ABC):
+    """Base for collectors. Subclasses set ``name`` and implement probe/start/stop."""
+
+    name: str = "collector"
+
+    @abstractmethod
+    def probe(self, target: Target, options: CaptureOptions) -> Probe:
+        """Check that the collector can run, without touching the target."""
+
+    @abstractmethod
+    def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
+        """Begin collecting; must return promptly (work happens in threads/children)."""
+
+    @abstractmethod
+    def stop(self, timeout_s: float) -> CollectorStatus:
+        """Stop, flush streams and return the final status within about ``timeout_s``."""
+
+    def counts(self) -> dict[str, Any]:
+        """Live counters for the progress line (e.g. samples so far)."""
+        return {}
+
+
+class ThreadedCollector(Collector):
+    """A collector whose work is a loop in one thread, woken every ``period_s`` until stopped."""
+
+    period_s: float = 0.1
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._partial_reason: str | None = None
+        self._streams: list[str] = []
+
+    def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
+        self._setup(target, options, bundle)
+        self._thread = threading.Thread(
+            target=self._loop, name=f"diagnose-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _loop(self) -> None:
+        next_t = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                if not self.tick():
+                    return
+                next_t += self.period_s
+                delay = next_t - time.monotonic()
+                if delay < 0:  # fell behind: do not try to catch up in a burst
+                    next_t = time.monotonic()
+                    delay = 0
+                self._stop.wait(delay)
+        except CollectorError as exc:
+            self._error = exc
+        except Exception as exc:  # a collector must never take the capture down
+            self._error = CollectorError(f"{type(exc).__name__}: {exc}")
+
+    def stop(self, timeout_s: float) -> CollectorStatus:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._teardown()
+        if self._error is not None:
+            state = CollectorState.PARTIAL if self.counts().get("records") else CollectorState.FAILED
+            return CollectorStatus(self.name, state, str(self._error), self.counts(), self._streams)
+        if self._partial_reason:
+            return CollectorStatus(
+                self.name, CollectorState.PARTIAL, self._partial_reason, self.counts(), self._streams
+            )
+        return CollectorStatus(self.name, CollectorState.OK, None, self.counts(), self._streams)
+
+    @abstractmethod
+    def _setup(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
+        """Open streams and take baselines (runs in the caller's thread)."""
+
+    @abstractmethod
+    def tick(self) -> bool:
+        """Take one reading. Return False to end the loop (e.g. target gone)."""
+
+    def _teardown(self) -> None:
+        """Release resources after the loop ended."""

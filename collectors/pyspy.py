@@ -1,0 +1,250 @@
+"""py-spy collector: Python stacks of every thread, sampled from outside the target.
+
+py-spy runs as a child process in non-blocking mode (it never pauses the target; blocking mode
+stops every thread on each sample), ``--idle --threads``, writing Chrome trace JSON. py-spy writes
+its output only when a recording ends, so the capture is cut into consecutive windows of
+``pyspy_window_s``; a crash loses at most one window.
+
+Streams: ``pyspy/window-NNNN.json`` (py-spy's own chrometrace, ``ts`` in us from the recording's
+origin), ``pyspy.jsonl`` (one record per window: ``spawn_ns``/``exit_ns`` Unix ns around the child,
+``origin_ns`` and ``origin_err_ns`` = where ts 0 lies on the Unix clock and the half-width of the
+interval it must lie in, py-spy's ``samples``/``errors`` counts), ``pyspy-sources.jsonl`` (the
+source line behind each sampled ``file:line``, read through /proc/<pid>/root so it also works for
+containers; the frame catalog matches calls such as ``sock.recv(`` that have no Python frame).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.collectors.base import CaptureOptions, Collector, Probe
+from diagnose.target import Target
+
+ENV_BINARY = "DIAGNOSE_PY_SPY"
+_COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
+_PROBE_TIMEOUT_S = 15.0
+
+
+def find_pyspy(explicit: str | None = None) -> str | None:
+    """Locate the py-spy binary: explicit path, $DIAGNOSE_PY_SPY, PATH, then beside sys.executable."""
+    override = explicit or os.environ.get(ENV_BINARY)
+    if override:
+        return override if os.access(override, os.X_OK) else None
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if os.access(beside, os.X_OK) else None
+
+
+def classify_failure(output: str, target_alive: bool) -> str:
+    """Turn py-spy's error output into the precise cause and its fix (one line)."""
+    text = output.lower()
+    if not target_alive or "no such process" in text or "check that the process is running" in text:
+        return "process gone: the target exited before py-spy could read it"
+    if "permission denied" in text or "operation not permitted" in text:
+        return (
+            "permission denied: py-spy needs ptrace on the target; run as the target's user with "
+            "kernel.yama.ptrace_scope=0, or as root / with CAP_SYS_PTRACE (in containers add "
+            "--cap-add SYS_PTRACE)"
+        )
+    if "failed to find python version" in text or "failed to find a python interpreter" in text:
+        return "not a Python process: py-spy found no Python interpreter in the target"
+    if "unsupported version" in text or "unknown python version" in text:
+        return "unsupported Python version: upgrade py-spy (pip install -U py-spy)"
+    first = next((ln.strip() for ln in output.splitlines() if ln.strip().startswith("Error")), "")
+    return f"py-spy cannot read the target: {first or output.strip()[:200] or 'no output'}"
+
+
+def _pyspy_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["RUST_BACKTRACE"] = "0"
+    return env
+
+
+class PySpyCollector(Collector):
+    name = "pyspy"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._child: subprocess.Popen | None = None
+        self._child_lock = threading.Lock()
+        self._samples = 0
+        self._errors = 0
+        self._windows = 0
+        self._failure: str | None = None
+        self._binary: str | None = None
+        self._seen_lines: set[tuple[str, int]] = set()
+        self._file_cache: dict[str, list[str] | None] = {}
+
+    def probe(self, target: Target, options: CaptureOptions) -> Probe:
+        self._binary = find_pyspy(options.pyspy_path)
+        if self._binary is None:
+            where = options.pyspy_path or os.environ.get(ENV_BINARY)
+            hint = f" ({where} is not executable)" if where else ""
+            return Probe(False, f"py-spy not found{hint}: pip install py-spy")
+        try:
+            res = subprocess.run(
+                [self._binary, "dump", "--pid", str(target.pid), "--nonblocking"],
+                capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, env=_pyspy_env(),
+            )
+        except subprocess.TimeoutExpired:
+            return Probe(False, f"py-spy dump did not answer within {_PROBE_TIMEOUT_S:.0f} s")
+        except OSError as exc:
+            return Probe(False, f"cannot run {self._binary}: {exc}")
+        if res.returncode != 0:
+            return Probe(False, classify_failure(res.stderr + res.stdout, target.alive()))
+        return Probe(True)
+
+    def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
+        self._target, self._options, self._bundle = target, options, bundle
+        (bundle.path / "pyspy").mkdir(mode=0o700, exist_ok=True)
+        self._index = bundle.stream("pyspy.jsonl")
+        self._sources = bundle.stream("pyspy-sources.jsonl")
+        self._deadline = time.monotonic() + options.duration_s
+        self._thread = threading.Thread(target=self._loop, name="diagnose-pyspy", daemon=True)
+        self._thread.start()
+
+    def counts(self) -> dict[str, Any]:
+        return {"samples": self._samples, "errors": self._errors, "windows": self._windows}
+
+    def _command(self, out: Path, window_s: float) -> list[str]:
+        o = self._options
+        cmd = [
+            self._binary or "py-spy", "record", "--pid", str(self._target.pid),
+            "--rate", str(o.rate_hz), "--duration", str(max(1, math.ceil(window_s))),
+            "--nonblocking", "--idle", "--threads", "--format", "chrometrace", "-o", str(out),
+        ]
+        if o.native:
+            cmd.append("--native")
+        if o.subprocesses:
+            cmd.append("--subprocesses")
+        return cmd
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and self._failure is None:
+            remaining = self._deadline - time.monotonic()
+            if remaining < 0.5 or not self._target.alive():
+                break
+            self._record_window(min(self._options.pyspy_window_s, remaining))
+
+    def _record_window(self, window_s: float) -> None:
+        self._windows += 1
+        rel = f"pyspy/window-{self._windows:04d}.json"
+        out = self._bundle.path / rel
+        spawn_ns = time.time_ns()
+        try:
+            with self._child_lock:
+                self._child = subprocess.Popen(
+                    self._command(out, window_s),
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                    start_new_session=True,  # a terminal Ctrl-C must not kill it before it writes
+                    env=_pyspy_env(),
+                )
+            output, _ = self._child.communicate()
+        except OSError as exc:
+            self._failure = f"cannot run py-spy: {exc}"
+            return
+        exit_ns = time.time_ns()
+        rc = self._child.returncode
+        m = _COUNTS.search(output or "")
+        samples, errors = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        self._samples += samples
+        self._errors += errors
+        if not out.is_file():
+            if self._target.alive() and not self._stop.is_set():
+                self._failure = classify_failure(output or "", self._target.alive())
+            self._windows -= 1
+            return
+        os.chmod(out, 0o600)
+        last_ts_us = self._scan_window(out)
+        # ts 0 lies between the spawn and (exit - recorded span); take the middle of that interval.
+        hi = max(spawn_ns, exit_ns - int(last_ts_us * 1000))
+        self._index.write({
+            "window": self._windows, "file": rel, "spawn_ns": spawn_ns, "exit_ns": exit_ns,
+            "origin_ns": (spawn_ns + hi) // 2, "origin_err_ns": (hi - spawn_ns) // 2,
+            "last_ts_us": last_ts_us, "samples": samples, "errors": errors, "returncode": rc,
+            "rate_hz": self._options.rate_hz, "ended_by": _ended_by(output or ""),
+        })
+
+    def _scan_window(self, path: Path) -> float:
+        """Record new source lines of this window; return its last ts (us)."""
+        try:
+            events = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except ValueError:
+            return 0.0
+        last = 0.0
+        for ev in events if isinstance(events, list) else []:
+            last = max(last, float(ev.get("ts", 0)))
+            args = ev.get("args") or {}
+            key = (args.get("filename") or "", int(args.get("line") or 0))
+            if key[0] and key[1] > 0 and key not in self._seen_lines:
+                self._seen_lines.add(key)
+                text = self._source_line(*key)
+                if text is not None:
+                    self._sources.write({"file": key[0], "line": key[1], "text": text})
+        return last
+
+    def _source_line(self, filename: str, line: int) -> str | None:
+        if filename not in self._file_cache:
+            self._file_cache[filename] = None
+            for candidate in (f"/proc/{self._target.pid}/root{filename}", filename):
+                try:
+                    with open(candidate, encoding="utf-8", errors="replace") as fh:
+                        self._file_cache[filename] = fh.read().splitlines()
+                    break
+                except OSError:
+                    continue
+        lines = self._file_cache[filename]
+        if lines is None or line > len(lines):
+            return None
+        return lines[line - 1].strip()[:200]
+
+    def stop(self, timeout_s: float) -> CollectorStatus:
+        self._stop.set()
+        with self._child_lock:
+            child = self._child
+        if child is not None and child.poll() is None:
+            try:  # SIGINT makes py-spy stop sampling and write what it has
+                os.killpg(child.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive() and child is not None:
+                child.kill()
+                self._thread.join(2.0)
+        return self._status()
+
+    def _status(self) -> CollectorStatus:
+        streams = ["pyspy.jsonl", "pyspy-sources.jsonl", "pyspy/"]
+        counts = self.counts()
+        if self._failure and self._samples == 0:
+            return CollectorStatus(self.name, CollectorState.FAILED, self._failure, counts, streams)
+        if self._failure:
+            return CollectorStatus(self.name, CollectorState.PARTIAL, self._failure, counts, streams)
+        if self._samples == 0:
+            return CollectorStatus(
+                self.name, CollectorState.FAILED, "py-spy recorded no samples", counts, streams
+            )
+        return CollectorStatus(self.name, CollectorState.OK, None, counts, streams)
+
+
+def _ended_by(output: str) -> str:
+    if "process exited" in output:
+        return "target exited"
+    if "Control-C" in output:
+        return "stopped"
+    return "duration"

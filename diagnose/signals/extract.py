@@ -1,0 +1,163 @@
+"""Turn a bundle into signals, stack profile, thread table and data-quality figures."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.bundle import Bundle, CollectorState
+from diagnose.model import Signal, StackShare, ThreadSummary, missing
+from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
+from diagnose.signals.process import ProcessSummary, dominant_wait, process_signals, summarize
+from diagnose.signals.stacks import StackProfile, segments_from_chrometrace
+
+PYSPY_SRC = "py-spy (chrometrace, sampled thread-time)"
+
+
+@dataclass
+class Extracted:
+    signals: dict[str, Signal]
+    profile: StackProfile
+    process: ProcessSummary | None
+    data_quality: dict[str, Any] = field(default_factory=dict)
+    threads: tuple[ThreadSummary, ...] = ()
+    top_stacks: tuple[StackShare, ...] = ()
+    top_functions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _collector_reason(bundle: Bundle, name: str) -> str:
+    st = bundle.collectors.get(name)
+    if st is None:
+        return f"collector {name} did not run"
+    if st.state in (CollectorState.OK, CollectorState.PARTIAL, CollectorState.RUNNING):
+        return f"collector {name} recorded no usable data"
+    return f"{name} {st.state.value}: {st.reason or 'no reason recorded'}"
+
+
+def load_profile(bundle: Bundle) -> tuple[StackProfile, list[dict[str, Any]], int]:
+    """Read every py-spy window of the bundle. Returns (profile, window records, unreadable windows)."""
+    sources = {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")}
+    profile = StackProfile()
+    windows = sorted(bundle.records("pyspy.jsonl"), key=lambda w: w.get("window", 0))
+    bad = 0
+    for w in windows:
+        try:
+            events = json.loads((bundle.path / w["file"]).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError, KeyError):
+            bad += 1
+            continue
+        for seg in segments_from_chrometrace(events if isinstance(events, list) else []):
+            profile.add(seg, sources)
+    return profile, windows, bad
+
+
+def stack_signals(profile: StackProfile, reason: str) -> dict[str, Signal]:
+    out: dict[str, Signal] = {}
+    active = profile.active_s
+    for cat in ALL_CATEGORIES:
+        if cat in PARKED:
+            continue
+        name = f"cpu.category_share_pct[{cat}]"
+        if profile.sampled_s <= 0:
+            out[name] = missing(name, "%", PYSPY_SRC, reason)
+        elif active <= 0:
+            out[name] = missing(name, "%", PYSPY_SRC, "every sampled thread was idle (no load during the capture?)")
+        else:
+            out[name] = Signal(name, 100.0 * profile.by_category.get(cat, 0.0) / active, "%",
+                               PYSPY_SRC + ", share of non-idle thread-time")
+    name = "cpu.idle_share_pct"
+    out[name] = (Signal(name, 100.0 * (profile.sampled_s - active) / profile.sampled_s, "%", PYSPY_SRC)
+                 if profile.sampled_s > 0 else missing(name, "%", PYSPY_SRC, reason))
+    out["stacks.sampled_s"] = Signal("stacks.sampled_s", profile.sampled_s, "s", PYSPY_SRC)
+    return out
+
+
+def pyspy_quality(windows: list[dict[str, Any]], bad: int) -> dict[str, Any]:
+    samples = sum(int(w.get("samples", 0)) for w in windows)
+    errors = sum(int(w.get("errors", 0)) for w in windows)
+    gaps_ms = [
+        (b["origin_ns"] - (a["origin_ns"] + a.get("last_ts_us", 0) * 1000)) / 1e6
+        for a, b in zip(windows, windows[1:])
+        if "origin_ns" in a and "origin_ns" in b
+    ]
+    return {
+        "pyspy_windows": len(windows),
+        "pyspy_unreadable_windows": bad,
+        "pyspy_samples": samples,
+        "pyspy_errors": errors,
+        "pyspy_error_ratio": round(errors / (samples + errors), 4) if samples + errors else None,
+        "pyspy_gap_between_windows_ms_max": round(max(gaps_ms), 1) if gaps_ms else None,
+        "pyspy_gap_between_windows_ms_mean": round(sum(gaps_ms) / len(gaps_ms), 1) if gaps_ms else None,
+        "pyspy_clock_alignment_error_ms_max": round(
+            max((w.get("origin_err_ns", 0) for w in windows), default=0) / 1e6, 1) if windows else None,
+    }
+
+
+def top_stacks(profile: StackProfile, n: int = 10) -> tuple[StackShare, ...]:
+    active = profile.active_s
+    if active <= 0:
+        return ()
+    rows = sorted(
+        ((secs, frames) for frames, secs in profile.by_stack.items()
+         if profile.stack_category[frames] not in PARKED),
+        key=lambda r: r[0], reverse=True)
+    return tuple(
+        StackShare(_threads_label(profile.stack_threads[frames]), tuple(f.label() for f in frames),
+                   profile.stack_category[frames], 100.0 * secs / active, secs)
+        for secs, frames in rows[:n]
+    )
+
+
+def _threads_label(names: set[str]) -> str:
+    first = sorted(names)[0]
+    return first if len(names) == 1 else f"{len(names)} threads, e.g. {first}"
+
+
+
+def top_functions(profile: StackProfile, n: int = 10) -> list[dict[str, Any]]:
+    active = profile.active_s
+    if active <= 0:
+        return []
+    ranked = sorted(profile.total_s.items(), key=lambda kv: (profile.self_s.get(kv[0], 0), kv[1]), reverse=True)
+    return [
+        {"function": fr.label(), "self_pct": round(100.0 * profile.self_s.get(fr, 0) / active, 2),
+         "total_pct": round(100.0 * tot / active, 2)}
+        for fr, tot in ranked[:n]
+    ]
+
+
+def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[ThreadSummary, ...]:
+    tids = set(profile.by_thread) | (set(proc.threads) if proc else set())
+    rows = []
+    for tid in tids:
+        cats = profile.thread_category.get(tid)
+        usage = proc.threads.get(tid) if proc else None
+        cpu = 100.0 * usage.cpu_s / proc.elapsed_s if usage and proc and proc.elapsed_s > 0 else None
+        name = profile.thread_names.get(tid) or (proc.comm.get(tid) if proc else None) or "?"
+        rows.append(ThreadSummary(
+            tid, name if tid in profile.by_thread else f"[native] {name}", cpu,
+            max(cats, key=cats.get) if cats else None, profile.by_thread.get(tid, 0.0),
+            dominant_wait(usage) if usage else None,
+        ))
+    rows.sort(key=lambda t: (t.cpu_pct or 0.0, t.sampled_s), reverse=True)
+    return tuple(rows)
+
+
+def extract(bundle: Bundle) -> Extracted:
+    profile, windows, bad = load_profile(bundle)
+    pyspy_reason = _collector_reason(bundle, "pyspy")
+    proc_records = sorted(bundle.records("process.jsonl"), key=lambda r: r.get("t_ns", 0))
+    proc = summarize(proc_records, list(bundle.records("threads.jsonl")))
+    signals = stack_signals(profile, pyspy_reason)
+    python_tids = set(profile.by_thread) if profile.sampled_s > 0 else None
+    parked = frozenset(tid for tid, cats in profile.thread_category.items()
+                       if max(cats, key=cats.get) in PARKED)
+    signals.update(process_signals(proc, _collector_reason(bundle, "process"), python_tids, parked))
+    quality = pyspy_quality(windows, bad)
+    quality["process_records"] = len(proc_records)
+    quality["torn_stream_lines"] = dict(bundle.torn_lines)
+    m = bundle.manifest
+    if m.get("started_ns") and m.get("ended_ns"):
+        quality["capture_s"] = round((m["ended_ns"] - m["started_ns"]) / 1e9, 2)
+    return Extracted(signals, profile, proc, quality, thread_table(profile, proc),
+                     top_stacks(profile), top_functions(profile))

@@ -1,0 +1,156 @@
+"""CPU stacks from py-spy: rebuild timed stacks from its Chrome trace and classify them.
+
+py-spy's chrometrace merges consecutive identical samples of a thread into B/E pairs per frame, so
+a stack holds from the event that opened it until the next event of that thread. Time spent under
+a stack therefore equals its sample count divided by the sampling rate; shares below are shares of
+sampled thread-time. Pure functions: input is parsed JSON, output is dataclasses.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+from diagnose.rules.frame_catalog import FRAME_CATALOG, PARKED, Category, FramePattern
+
+_THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]+|\d+)\):?\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Frame:
+    function: str
+    file: str
+    line: int
+
+    def label(self) -> str:
+        short = "/".join(self.file.rsplit("/", 2)[-2:]) if self.file else "?"
+        return f"{self.function} ({short}:{self.line})"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stack (root first) held by one thread from ``start_us`` to ``end_us`` (window clock)."""
+
+    tid: int
+    thread: str
+    start_us: float
+    end_us: float
+    frames: tuple[Frame, ...]
+
+
+def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]:
+    """Rebuild per-thread stack intervals from py-spy B/E events (``ts`` in us)."""
+    open_frames: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    last_ts: dict[int, float] = {}
+    out: list[Segment] = []
+    for ev in sorted(
+        (e for e in events if e.get("ph") in ("B", "E")),
+        key=lambda e: (float(e.get("ts", 0)), 0 if e.get("ph") == "E" else 1),
+    ):
+        key = int(ev.get("tid", 0))
+        ts = float(ev.get("ts", 0))
+        stack = open_frames[key]
+        if stack and ts > last_ts.get(key, ts):
+            seg = _segment(key, stack, last_ts[key], ts)
+            if seg is not None:
+                out.append(seg)
+        last_ts[key] = ts
+        if ev["ph"] == "B":
+            stack.append(ev)
+        elif stack:
+            stack.pop()
+    return out
+
+
+def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:
+    tid, thread = key, "?"
+    frames = []
+    for ev in stack:
+        args = ev.get("args") or {}
+        name = str(ev.get("name", "?"))
+        m = _THREAD.match(name) if not args.get("filename") else None
+        if m:
+            raw = m.group(1)
+            tid = int(raw, 16) if raw.startswith("0x") else int(raw)
+            thread = m.group(2) or thread
+            continue
+        if not args.get("filename") and name.startswith("process "):
+            continue
+        frames.append(Frame(name, str(args.get("filename") or ""), int(args.get("line") or 0)))
+    if not frames:
+        return None
+    return Segment(tid, thread, start, end, tuple(frames))
+
+
+@lru_cache(maxsize=None)
+def _compiled(pattern: FramePattern):
+    return tuple(re.compile(p) if p else None
+                 for p in (pattern.function, pattern.file, pattern.source, pattern.parent))
+
+
+def _matches(p: FramePattern, frame: Frame, source: str | None, caller: Frame | None, leaf: bool) -> bool:
+    if (p.leaf_only or p.source or p.parent) and not leaf:
+        return False
+    fn_re, file_re, src_re, parent_re = _compiled(p)
+    if parent_re and (caller is None or not parent_re.search(caller.function)):
+        return False
+    if fn_re and not fn_re.search(frame.function):
+        return False
+    if file_re and not file_re.search(frame.file):
+        return False
+    if src_re and (source is None or not src_re.search(source)):
+        return False
+    return True
+
+
+def classify(frames: tuple[Frame, ...], sources: dict[tuple[str, int], str]) -> str:
+    """Category of a stack (root first): first catalog match walking from the innermost frame."""
+    for depth, frame in enumerate(reversed(frames)):
+        src = sources.get((frame.file, frame.line))
+        caller = frames[-depth - 2] if depth + 1 < len(frames) else None
+        for pattern in FRAME_CATALOG:
+            if _matches(pattern, frame, src, caller, leaf=depth == 0):
+                return pattern.category
+    return Category.PYTHON
+
+
+@dataclass
+class StackProfile:
+    """Sampled thread-time aggregated by stack, category, thread and function (seconds)."""
+
+    by_stack: dict[tuple[Frame, ...], float] = field(default_factory=lambda: defaultdict(float))
+    stack_threads: dict[tuple[Frame, ...], set[str]] = field(default_factory=lambda: defaultdict(set))
+    stack_category: dict[tuple[Frame, ...], str] = field(default_factory=dict)
+    by_category: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    by_thread: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    thread_category: dict[int, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    thread_names: dict[int, str] = field(default_factory=dict)
+    self_s: dict[Frame, float] = field(default_factory=lambda: defaultdict(float))
+    total_s: dict[Frame, float] = field(default_factory=lambda: defaultdict(float))
+
+    @property
+    def sampled_s(self) -> float:
+        return sum(self.by_category.values())
+
+    @property
+    def active_s(self) -> float:
+        """Thread-time not parked waiting for work."""
+        return sum(v for c, v in self.by_category.items() if c not in PARKED)
+
+    def add(self, seg: Segment, sources: dict[tuple[str, int], str]) -> None:
+        dur_s = (seg.end_us - seg.start_us) / 1e6
+        cat = self.stack_category.get(seg.frames)
+        if cat is None:
+            cat = self.stack_category[seg.frames] = classify(seg.frames, sources)
+        self.by_stack[seg.frames] += dur_s
+        self.stack_threads[seg.frames].add(seg.thread)
+        self.by_category[cat] += dur_s
+        self.by_thread[seg.tid] += dur_s
+        self.thread_category[seg.tid][cat] += dur_s
+        self.thread_names[seg.tid] = seg.thread
+        if cat not in PARKED:
+            self.self_s[seg.frames[-1]] += dur_s
+            for fr in set(seg.frames):
+                self.total_s[fr] += dur_s

@@ -1,0 +1,80 @@
+"""rules -> findings -> verdict. Pure functions over signals."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable
+
+from diagnose.model import (JUDGED_QUADRANTS, Evidence, Finding, NotJudged, Quadrant, Signal,
+                            Verdict)
+from diagnose.rules import LAYER_PLAN, Rule
+
+BASE_CONFIDENCE = 0.6
+
+
+def apply_overrides(rules: Iterable[Rule], overrides: dict[str, float]) -> tuple[Rule, ...]:
+    """Replace thresholds: keys are ``<rule_id>:<signal>``. Raises KeyError for an unknown key."""
+    rules = tuple(rules)
+    known = {f"{r.id}:{c.signal}" for r in rules for c in r.conditions}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise KeyError(f"unknown threshold {unknown[0]!r}; valid keys look like {sorted(known)[0]!r}")
+    return tuple(
+        replace(r, conditions=tuple(
+            replace(c, threshold=float(overrides.get(f"{r.id}:{c.signal}", c.threshold)))
+            for c in r.conditions))
+        for r in rules
+    )
+
+
+def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Finding], list[NotJudged]]:
+    findings: list[Finding] = []
+    not_judged: dict[str, NotJudged] = {}
+    for rule in rules:
+        absent = rule.missing(signals)
+        if absent:
+            first = absent[0]
+            reason = first.reason if isinstance(first, Signal) else f"signal {first} not produced"
+            name = first.name if isinstance(first, Signal) else first
+            not_judged.setdefault(reason or name, NotJudged(f"{rule.id} ({name})", reason or "unknown"))
+            continue
+        values = [signals[c.signal].value for c in rule.conditions]
+        if all(c.holds(v) for c, v in zip(rule.conditions, values)):
+            findings.append(_finding(rule, signals, values))
+    findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))
+    return findings, list(not_judged.values())
+
+
+def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Finding:
+    strength = min(c.strength(v) for c, v in zip(rule.conditions, values))
+    evidence = tuple(
+        Evidence(c.signal, v, signals[c.signal].unit, c.op, c.threshold, signals[c.signal].source)
+        for c, v in zip(rule.conditions, values)
+    )
+    return Finding(
+        rule.id, rule.title, rule.summary.format(*values), rule.quadrant, rule.layer, rule.severity,
+        BASE_CONFIDENCE + (1 - BASE_CONFIDENCE) * strength, evidence, rule.suggestions,
+    )
+
+
+def decide(findings: list[Finding], quality_factor: float = 1.0) -> Verdict:
+    """Score each quadrant by its strongest finding; the top one is the verdict.
+
+    ``quality_factor`` (0..1) discounts confidence for poor data (e.g. many py-spy errors).
+    """
+    scores = {q: 0.0 for q in JUDGED_QUADRANTS}
+    best: dict[Quadrant, Finding] = {}
+    for f in findings:
+        if f.quadrant is not None and f.confidence > scores[f.quadrant]:
+            scores[f.quadrant] = f.confidence
+            best[f.quadrant] = f
+    ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
+    (top_q, top_s), (_, second_s) = ranked[0], ranked[1]
+    if top_s <= 0:
+        return Verdict(Quadrant.UNKNOWN, None, scores, 0.0,
+                       "No bottleneck signature crossed its threshold (see what could not be judged).")
+    lead = best[top_q]
+    confidence = max(0.05, (top_s - 0.5 * second_s) * quality_factor)
+    plan = " -> ".join(layer.value for layer in LAYER_PLAN[top_q])
+    headline = (f"{top_q.value}-bound: act on the {lead.layer.value} layer first "
+                f"(plan: {plan}). {lead.summary}")
+    return Verdict(top_q, lead.layer, scores, confidence, headline)

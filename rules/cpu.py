@@ -1,0 +1,103 @@
+"""First rules: CPU-side verdicts from py-spy stacks and process/thread metrics.
+
+Thresholds follow common practice: one thread >= 85% of a core while the process stays near one
+core is the signature of a GIL-bound server; >= 30% of active thread-time in one software
+category makes it the first thing to fix.
+"""
+from diagnose.model import Layer, Quadrant, Severity
+from diagnose.rules.base import Condition, Rule
+
+Q, L, S = Quadrant, Layer, Severity
+
+CPU_RULES: tuple[Rule, ...] = (
+    Rule(
+        "service.serialization", "Serialization dominates the CPU", Q.SERVICE, L.SYSTEM, S.CRITICAL,
+        (Condition("cpu.category_share_pct[serialization]", ">=", 30.0, 50.0),),
+        "{0:.0f}% of active Python thread-time is in serialization (json/pickle/protobuf).",
+        ("Replace json with orjson/msgspec, or send protobuf/binary tensors instead of JSON lists",
+         "Serialize once: cache encoded responses, avoid dumps/loads round trips",
+         "Move serialization off the request thread (process pool) or compress less"),
+    ),
+    Rule(
+        "service.gil_bound", "Python threads saturate one core (GIL-bound)", Q.SERVICE, L.SERVICE, S.CRITICAL,
+        (Condition("cpu.python_util_pct", ">=", 80.0, 15.0),
+         Condition("cpu.process_util_pct", "<=", 135.0, 35.0)),
+        "The Python threads together use {0:.0f}% of a core and the whole process {1:.0f}%: "
+        "Python work is serialized on the GIL.",
+        ("Run several worker processes (gunicorn/uvicorn workers, torch multiprocessing)",
+         "Batch requests so the per-request Python overhead is paid once per batch",
+         "Move CPU-heavy Python (pre/post-processing) to vectorized or native code"),
+    ),
+    Rule(
+        "service.tokenization", "Tokenization dominates the CPU", Q.SERVICE, L.SERVICE, S.WARNING,
+        (Condition("cpu.category_share_pct[tokenization]", ">=", 25.0, 40.0),),
+        "{0:.0f}% of active Python thread-time is in tokenization.",
+        ("Use a fast (Rust) tokenizer with batch encoding",
+         "Tokenize in parallel worker processes, pipelined with the model"),
+    ),
+    Rule(
+        "service.python_overhead", "Interpreted Python code dominates", Q.SERVICE, L.SERVICE, S.WARNING,
+        (Condition("cpu.category_share_pct[python]", ">=", 60.0, 30.0),
+         Condition("cpu.max_thread_util_pct", ">=", 70.0, 25.0)),
+        "{0:.0f}% of active thread-time is plain Python with a thread at {1:.0f}% of a core.",
+        ("Profile the top Python functions below and vectorize or cache them",
+         "Batch work to amortize per-item Python overhead"),
+    ),
+    Rule(
+        "io.blocked_in_stacks", "Threads wait on sockets or files", Q.IO, L.SYSTEM, S.CRITICAL,
+        (Condition("cpu.category_share_pct[io_wait]", ">=", 40.0, 40.0),
+         Condition("cpu.python_util_pct", "<=", 60.0, 40.0)),
+        "{0:.0f}% of active Python thread-time is blocked in socket/file reads or writes, while "
+        "the Python threads together use only {1:.0f}% of a core.",
+        ("Find the slow peer: add timeouts and measure its latency",
+         "Use connection pools / keep-alive, async IO, or prefetch and cache inputs",
+         "Overlap IO with compute (background readers, pinned-memory prefetch)"),
+    ),
+    Rule(
+        "io.blocked_in_kernel", "Threads sleep in kernel IO waits", Q.IO, L.SYSTEM, S.WARNING,
+        (Condition("threads.blocked_io_share_pct", ">=", 40.0, 40.0),
+         Condition("cpu.python_util_pct", "<=", 60.0, 40.0)),
+        "{0:.0f}% of thread readings that were not parked sat in a kernel IO wait channel "
+        "(socket/pipe/disk); the Python threads together use {1:.0f}% of a core.",
+        ("Check the network/disk peer the threads wait on (wchan in the thread table)",
+         "Use async IO or more concurrent connections"),
+    ),
+    Rule(
+        "io.host_iowait", "The host spends time in iowait", Q.IO, L.SYSTEM, S.WARNING,
+        (Condition("sys.iowait_pct", ">=", 20.0, 30.0),),
+        "The host CPUs were {0:.0f}% in iowait during the capture.",
+        ("Move data to faster storage or page cache; prefetch inputs",),
+    ),
+    Rule(
+        "compute.cpu_framework", "Native framework compute saturates the CPU", Q.COMPUTE, L.MODEL, S.CRITICAL,
+        (Condition("cpu.category_share_pct[framework_compute]", ">=", 40.0, 50.0),
+         Condition("cpu.max_thread_util_pct", ">=", 80.0, 20.0)),
+        "{0:.0f}% of active Python thread-time is inside framework compute (torch/numpy), with a "
+        "thread at {1:.0f}% of a core.",
+        ("Make the model cheaper: INT8 dynamic quantization, distillation or a smaller model",
+         "Then the engine: torch.compile / ONNX Runtime / OpenVINO with oneDNN, tuned intra-op threads",
+         "Then capacity: more cores or a GPU for this model size"),
+    ),
+    Rule(
+        "compute.cpu_native_threads", "Native worker threads burn most of the CPU", Q.COMPUTE, L.MODEL, S.WARNING,
+        (Condition("cpu.native_thread_cpu_share_pct", ">=", 30.0, 40.0),
+         Condition("cpu.process_util_pct", ">=", 120.0, 80.0)),
+        "{0:.0f}% of the process CPU is spent in threads with no Python frames (BLAS/OpenMP "
+        "workers), process at {1:.0f}%.",
+        ("Quantize or shrink the model; check intra-op thread count vs physical cores",),
+    ),
+    Rule(
+        "secondary.host_cpu_saturated", "The host's CPUs are saturated", None, L.SYSTEM, S.WARNING,
+        (Condition("sys.cpu_util_pct", ">=", 90.0, 10.0),),
+        "All host CPUs together were {0:.0f}% busy: the target competes with other processes "
+        "for cores, so its own numbers understate its demand.",
+        ("Check what else runs on the host (load generators, sidecars, data loaders)",
+         "Pin the service to dedicated cores or give it a larger CPU quota"),
+    ),
+    Rule(
+        "secondary.lock_contention", "Threads contend on locks", None, L.SERVICE, S.INFO,
+        (Condition("cpu.category_share_pct[lock_wait]", ">=", 20.0, 40.0),),
+        "{0:.0f}% of active Python thread-time waits on a lock.",
+        ("Shorten critical sections; use per-worker queues instead of a shared lock",),
+    ),
+)

@@ -1,0 +1,85 @@
+"""Frame catalog: which stack frames mean which kind of work. Data, not code.
+
+A sampled stack is classified by walking it from the innermost frame outwards; the first pattern
+that matches decides. Patterns with ``leaf_only`` (wait states, and every ``source`` pattern, which
+reads the source line of the call the frame is making) only apply to the innermost Python frame:
+a thread is blocked where it *is*, not where its callers are. All regexes use ``re.search``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Category:
+    SERIALIZATION = "serialization"
+    TOKENIZATION = "tokenization"
+    IO_WAIT = "io_wait"
+    LOCK_WAIT = "lock_wait"
+    IDLE = "idle"
+    GC = "gc"
+    FRAMEWORK_COMPUTE = "framework_compute"
+    CUDA_SYNC = "cuda_sync"
+    PYTHON = "python"
+
+
+# Categories where a thread is waiting for work rather than doing or waiting on it.
+PARKED = frozenset({Category.IDLE})
+ALL_CATEGORIES = (
+    Category.SERIALIZATION, Category.TOKENIZATION, Category.IO_WAIT, Category.LOCK_WAIT,
+    Category.GC, Category.FRAMEWORK_COMPUTE, Category.CUDA_SYNC, Category.PYTHON, Category.IDLE,
+)
+
+
+@dataclass(frozen=True)
+class FramePattern:
+    category: str
+    function: str | None = None
+    file: str | None = None
+    source: str | None = None
+    parent: str | None = None  # regex on the caller's function (only checked at the leaf)
+    leaf_only: bool = False
+
+
+C = Category
+FRAME_CATALOG: tuple[FramePattern, ...] = (
+    # Waiting for work: sleeping, event loops with nothing to do, accept(), joins.
+    FramePattern(C.IDLE, source=r"\b(time\.)?sleep\(", leaf_only=True),
+    FramePattern(C.IDLE, function=r"^(BaseSelector|\w*Selector)\.select$", file=r"selectors\.py$", leaf_only=True),
+    FramePattern(C.IDLE, function=r"(^|\.)(serve_forever|_run_once|accept)$", leaf_only=True),
+    FramePattern(C.IDLE, function=r"^Thread\.(join|_wait_for_tstate_lock)$", leaf_only=True),
+    FramePattern(C.IDLE, function=r"^(Event\.wait|Condition\.wait|Queue\.get|SimpleQueue\.get)$", leaf_only=True),
+    FramePattern(C.IDLE, function=r"^(_worker|worker)$", file=r"concurrent/futures/thread\.py$", leaf_only=True),
+    # A keep-alive server thread reading the next request line waits for its client, not on IO.
+    FramePattern(C.IDLE, function=r"(readinto|readline|recv_into|recv)$", parent=r"handle_one_request$", leaf_only=True),
+    # Blocked on a socket, pipe or file.
+    FramePattern(C.IO_WAIT, file=r"(^|/)(socket|ssl|http/client|urllib3/.*|requests/.*|asyncio/streams|aiohttp/.*)\.py$",
+                 function=r"(read|recv|send|readinto|readline|connect|_read_status|begin|getresponse|urlopen|request|_safe_read)", leaf_only=True),
+    FramePattern(C.IO_WAIT, source=r"\.(recv|recv_into|recvfrom|recvmsg|sendall|send|accept|connect|read|readinto|readline|readlines|write)\(|\bos\.(read|pread|write)\(|\bopen\(",
+                 leaf_only=True),
+    # Lock / queue contention.
+    FramePattern(C.LOCK_WAIT, source=r"\.acquire\(|^\s*with\s+\w*(lock|mutex|sem)\w*\s*:", leaf_only=True),
+    FramePattern(C.LOCK_WAIT, function=r"^(Lock|RLock|Semaphore|BoundedSemaphore|Barrier)\.", leaf_only=True),
+    FramePattern(C.GC, source=r"\bgc\.collect\(", leaf_only=True),
+    FramePattern(C.CUDA_SYNC, source=r"cuda\.synchronize\(|\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)", leaf_only=True),
+    # Serialization.
+    FramePattern(C.SERIALIZATION, file=r"(^|/)(json|pickle|copyreg|marshal|base64|_pickle|pickletools|csv)(/[\w]+)?\.py$"),
+    FramePattern(C.SERIALIZATION, file=r"(^|/)(google/protobuf|msgpack|orjson|ujson|simplejson|pydantic(_core)?|msgspec|cloudpickle|yaml)/"),
+    FramePattern(C.SERIALIZATION, source=r"\b(json|orjson|ujson|pickle|msgpack|marshal|base64|yaml)\.\w*(dump|load|encode|decode)\w*\(|SerializeToString\(|ParseFromString\(|model_dump(_json)?\(",
+                 leaf_only=True),
+    # Tokenization.
+    FramePattern(C.TOKENIZATION, file=r"(^|/)(tokenizers|sentencepiece|tiktoken|transformers/tokenization_\w+|transformers/models/\w+/tokenization_\w+)"),
+    FramePattern(C.TOKENIZATION, function=r"(^|\.)(tokenize|encode_batch|batch_encode_plus|encode_plus|apply_chat_template)$"),
+    FramePattern(C.TOKENIZATION, source=r"\btokeni[sz]er(\.\w+)?\(|\.encode_batch\(|\.tokenize\(", leaf_only=True),
+    # Framework / numeric compute (the GIL is released inside).
+    FramePattern(C.FRAMEWORK_COMPUTE, file=r"(^|/)(torch|numpy|scipy|sklearn|onnxruntime|tensorflow|jax|jaxlib|xgboost|lightgbm|transformers/models|vllm|tensorrt)/"),
+    FramePattern(C.FRAMEWORK_COMPUTE, source=r"\b(torch|np|numpy|F|nn\.functional|scipy)\.\w+|\w\s*@\s*\w|\.(mm|bmm|matmul|conv\dd|forward|einsum|dot)\(|\bmodel\(",
+                 leaf_only=True),
+)
+
+# Kernel wait channels (/proc/<pid>/task/<tid>/wchan) of a sleeping thread -> what it waits on.
+WAIT_CHANNELS: tuple[tuple[str, str], ...] = (
+    ("io_wait", r"sk_wait|wait_woken|tcp_|unix_stream|inet_|skb_|sock_|pipe_read|pipe_wait|io_schedule|blk|nfs|folio_wait|wait_on_page|ext4|xfs|fuse|bio"),
+    ("event_wait", r"ep_poll|epoll|do_select|do_sys_poll|poll_schedule|core_sys_select"),
+    ("lock_wait", r"futex"),
+    ("sleep", r"nanosleep|hrtimer|schedule_timeout|do_wait|wait_woken_"),
+)

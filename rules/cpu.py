@@ -71,9 +71,9 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "compute.cpu_framework", "Native framework compute saturates the CPU", Q.COMPUTE, L.MODEL, S.CRITICAL,
         (Condition("cpu.category_share_pct[framework_compute]", ">=", 40.0, 50.0),
-         Condition("cpu.max_thread_util_pct", ">=", 80.0, 20.0)),
-        "{0:.0f}% of active Python thread-time is inside framework compute (torch/numpy), with a "
-        "thread at {1:.0f}% of a core.",
+         Condition("cpu.process_util_pct", ">=", 80.0, 80.0)),
+        "{0:.0f}% of active Python thread-time is inside framework compute (torch/numpy), with the "
+        "process at {1:.0f}% of a core.",
         ("Make the model cheaper: INT8 dynamic quantization, distillation or a smaller model",
          "Then the engine: torch.compile / ONNX Runtime / OpenVINO with oneDNN, tuned intra-op threads",
          "Then capacity: more cores or a GPU for this model size"),

@@ -199,13 +199,13 @@ def _host_signals(s: ProcessSummary) -> dict[str, Signal]:
 
 
 def dominant_wait(t: ThreadUsage) -> str | None:
-    """The most frequent non-running state of a thread, with its kernel wait channel."""
-    waits = Counter({k: v for k, v in t.waits.items() if k != "running"})
-    if not waits:
-        return "running" if t.waits else None
-    cls = waits.most_common(1)[0][0]
-    wchan = t.top_wchan.most_common(1)[0][0] if t.top_wchan else None
-    return f"{cls} ({wchan})" if wchan else cls
+    """The thread's most frequent state over the capture, with its top kernel wait channel."""
+    if not t.waits:
+        return None
+    cls = t.waits.most_common(1)[0][0]
+    if cls == "running" or not t.top_wchan:
+        return cls
+    return f"{cls} ({t.top_wchan.most_common(1)[0][0]})"
 
 
 __all__ = ["ProcessSummary", "ThreadUsage", "dominant_wait", "process_signals", "summarize"]

@@ -1,0 +1,59 @@
+"""End to end: `diagnose attach` on real workloads with default options (5 s) names the right
+quadrant and the hot Python function."""
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from helpers import findings, only_bundle, run_diagnose
+
+torch = pytest.importorskip("torch", reason="torch is needed for the CPU compute workload")
+
+
+def attach(pid: int, out) -> tuple:
+    res = run_diagnose("attach", str(pid), "--duration", "5", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    bundle = only_bundle(out)
+    return res, bundle, findings(bundle), (bundle / "report.md").read_text()
+
+
+def assert_private(bundle) -> None:
+    assert stat.S_IMODE(bundle.stat().st_mode) == 0o700
+    for f in bundle.rglob("*"):
+        assert stat.S_IMODE(f.stat().st_mode) == (0o700 if f.is_dir() else 0o600), f
+
+
+def test_json_serialization_loop_is_service_bound(workload, tmp_path):
+    proc = workload("json_loop")
+    res, bundle, doc, report = attach(proc.pid, tmp_path)
+    assert doc["verdict"]["quadrant"] == "service"
+    assert "verdict: service" in res.stdout and "report.md" in res.stdout
+    fired = {f["rule_id"] for f in doc["findings"]}
+    assert "service.serialization" in fired
+    assert doc["signals"]["cpu.category_share_pct[serialization]"]["value"] > 50
+    assert "serialize_payloads" in report
+    assert any("serialize_payloads" in fr for s in doc["top_stacks"] for fr in s["frames"])
+    assert {c["name"]: c["state"] for c in doc["collectors"]} == {"pyspy": "ok", "process": "ok"}
+    assert_private(bundle)
+
+
+def test_socket_reader_is_io_bound(workload, trickle_server, tmp_path):
+    proc = workload("socket_reader", str(trickle_server))
+    _, bundle, doc, report = attach(proc.pid, tmp_path)
+    assert doc["verdict"]["quadrant"] == "io", doc["verdict"]
+    assert doc["verdict"]["layer"] == "system"
+    assert "read_stream" in report
+    assert doc["signals"]["cpu.category_share_pct[io_wait]"]["value"] > 80
+    reader = [t for t in doc["threads"] if t["name"] == "reader"]
+    assert reader and reader[0]["wait_state"].startswith("io_wait")
+
+
+def test_torch_matmul_is_compute_bound(workload, tmp_path):
+    proc = workload("torch_matmul")
+    _, bundle, doc, report = attach(proc.pid, tmp_path)
+    assert doc["verdict"]["quadrant"] == "compute", doc["verdict"]
+    assert doc["verdict"]["layer"] == "model"
+    assert "matmul_loop" in report
+    assert doc["signals"]["cpu.category_share_pct[framework_compute]"]["value"] > 50
+    assert doc["signals"]["cpu.process_util_pct"]["value"] > 100  # intra-op threads beyond the GIL

@@ -31,6 +31,7 @@ class CaptureOptions:
     process_hz: float = 10.0
     pyspy_window_s: float = 5.0
     pyspy_path: str | None = None
+    skip: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

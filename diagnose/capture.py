@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -72,6 +72,8 @@ class Capture:
 
     def _probe_and_start(self, collectors, writer) -> dict[str, CollectorStatus]:
         def probe_start(c: Collector) -> CollectorStatus:
+            if c.name in self.options.skip:
+                return CollectorStatus(c.name, CollectorState.UNAVAILABLE, f"skipped (--skip {c.name})")
             try:
                 probe = c.probe(self.target, self.options)
                 if not probe.available:
@@ -123,7 +125,7 @@ class Capture:
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": "diagnose", "version": __version__, "python": sys.version.split()[0]},
             "target": self.target.to_json(),
-            "options": self.options.__dict__,
+            "options": asdict(self.options),
             "command": self.command,
             "started_ns": started_ns,
             "ended_ns": ended_ns,

@@ -66,6 +66,12 @@ def main() -> None:
     """Find which layer holds an AI service back: compute, bandwidth, service or IO."""
 
 
+def collector_names() -> list[str]:
+    from diagnose.collectors import COLLECTORS
+
+    return [c.name for c in COLLECTORS]
+
+
 def capture_options(f):
     for opt in reversed((
         click.option("--duration", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
@@ -76,14 +82,18 @@ def capture_options(f):
                      help="py-spy sampling rate (Hz)."),
         click.option("--native", is_flag=True, help="Include native (C/C++) frames in py-spy stacks."),
         click.option("--subprocesses", is_flag=True, help="Also profile and meter child processes."),
+        click.option("--skip", multiple=True, metavar="COLLECTOR",
+                     type=click.Choice(collector_names()),
+                     help="Do not run this collector (repeatable)."),
         click.option("--no-tui", is_flag=True, help="Headless: no live progress line."),
     )):
         f = opt(f)
     return f
 
 
-def run_capture(pid: int, duration: float, out: Path, rate: int, native: bool,
-                subprocesses: bool, no_tui: bool, command: list[str] | None = None) -> int:
+def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: bool = False,
+                subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
+                command: list[str] | None = None) -> int:
     """Attach, capture, analyse, report. Returns the exit code."""
     from diagnose.capture import Capture
     from diagnose.collectors import CaptureOptions
@@ -96,7 +106,8 @@ def run_capture(pid: int, duration: float, out: Path, rate: int, native: bool,
     except TargetError as exc:
         raise fail(str(exc))
     out = check_out_dir(out)
-    options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native, subprocesses=subprocesses)
+    options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native,
+                             subprocesses=subprocesses, skip=tuple(skip))
     stop = StopFlag()
     install_stop_handlers(stop)
     os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
@@ -226,7 +237,7 @@ def demo(duration: float, out: Path, no_tui: bool) -> None:
     try:
         with running_demo() as service:
             click.echo(f"demo service pid {service.pid} on {service.url}, load generator running")
-            code = run_capture(service.pid, duration, out, 100, False, False, no_tui,
+            code = run_capture(service.pid, duration, out, no_tui=no_tui,
                                command=["diagnose", "demo", "--duration", f"{duration:g}"])
             click.echo(f"load generator: {service.stats()}")
     except DemoError as exc:

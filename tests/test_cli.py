@@ -1,0 +1,111 @@
+"""The CLI surface: help, analyze, report, doctor, demo, and the live progress line on a TTY."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+from helpers import REPO, findings, only_bundle, run_diagnose
+
+FIXTURE = REPO / "fixtures" / "cpu" / "service-json"
+
+
+def test_help_documents_exit_codes():
+    res = run_diagnose("attach", "--help")
+    assert res.returncode == 0
+    for line in ("0  ok", "2  usage or target error", "3  capture failed entirely"):
+        assert line in res.stdout
+    for opt in ("--duration", "--out", "--rate", "--native", "--subprocesses", "--no-tui"):
+        assert opt in res.stdout
+
+
+def test_usage_error_exits_2():
+    res = run_diagnose("attach", "not-a-pid")
+    assert res.returncode == 2
+
+
+def test_analyze_prints_findings_json_and_rewrites_bundle(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURE, b)
+    res = run_diagnose("analyze", str(b), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["verdict"]["quadrant"] == "service"
+    assert (b / "findings.json").is_file() and (b / "report.md").is_file()
+    text = run_diagnose("analyze", str(b))
+    assert "verdict: service" in text.stdout
+
+
+def test_analyze_thresholds_file(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURE, b)
+    bad = tmp_path / "t.json"
+    bad.write_text('{"nope:x": 1}')
+    res = run_diagnose("analyze", str(b), "--thresholds", str(bad))
+    assert res.returncode == 2 and "unknown threshold" in res.stderr
+
+
+def test_report_renders_without_touching_bundle(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(FIXTURE, b)
+    res = run_diagnose("report", str(b), "-f", "md")
+    assert res.returncode == 0 and res.stdout.startswith("# diagnose report")
+    assert not (b / "report.md").exists()
+    res = run_diagnose("report", str(b), "-f", "perfetto")
+    assert res.returncode == 2 and "unknown format" in res.stderr
+
+
+def test_doctor_reports_pyspy_and_missing_nvml():
+    res = run_diagnose("doctor")
+    assert "py-spy" in res.stdout and "NVML" in res.stdout
+    assert res.returncode == 0, res.stdout
+
+
+def test_doctor_checks_a_pid(workload):
+    proc = workload("json_loop")
+    res = run_diagnose("doctor", "--pid", str(proc.pid))
+    assert f"py-spy on pid {proc.pid}: readable" in res.stdout
+
+
+def test_demo_runs_end_to_end(tmp_path):
+    res = run_diagnose("demo", "--duration", "4", "--out", str(tmp_path), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "load generator:" in res.stdout and '"requests"' in res.stdout
+    doc = findings(only_bundle(tmp_path))
+    assert doc["verdict"]["quadrant"] == "service"
+    assert doc["data_quality"]["pyspy_samples"] > 100
+
+
+def test_live_progress_line_on_a_tty(workload, tmp_path):
+    proc = workload("json_loop")
+    master, slave = pty.openpty()
+    diag = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", "attach", str(proc.pid), "--duration", "3", "--out", str(tmp_path)],
+        stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "TERM": "xterm"}, close_fds=True,
+    )
+    os.close(slave)
+    screen = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            screen += chunk
+        elif diag.poll() is not None:
+            break
+    diag.wait(30)
+    os.close(master)
+    text = screen.decode(errors="replace")
+    assert diag.returncode == 0, text
+    assert "elapsed" in text and "samples" in text
+    assert "verdict: service" in text

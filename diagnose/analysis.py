@@ -26,7 +26,8 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
         not_judged=tuple(not_judged),
         top_stacks=ex.top_stacks,
         threads=ex.threads,
-        data_quality={**ex.data_quality, "top_functions": ex.top_functions},
+        data_quality=ex.data_quality,
+        details=ex.details,
     )
 
 

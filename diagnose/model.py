@@ -199,6 +199,7 @@ class Analysis:
     top_stacks: tuple[StackShare, ...] = ()
     threads: tuple[ThreadSummary, ...] = ()
     data_quality: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)  # JSON-ready tables per signal source
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -209,4 +210,5 @@ class Analysis:
             "top_stacks": [s.to_json() for s in self.top_stacks],
             "threads": [t.to_json() for t in self.threads],
             "data_quality": self.data_quality,
+            "details": self.details,
         }

@@ -106,7 +106,7 @@ class MarkdownRenderer(Renderer):
             more = len(s.frames) - len(frames)
             out += [f"**{s.share_pct:.1f}%** · {s.category} · thread `{_cell(s.thread)}`", "", "```"]
             out += ([f"... {more} outer frames"] if more else []) + list(frames) + ["```", ""]
-        funcs = a.data_quality.get("top_functions") or []
+        funcs = a.details.get("top_functions") or []
         if funcs:
             out += ["### Hot functions", ""]
             out += _table(["function", "self %", "total %"],
@@ -138,7 +138,7 @@ class MarkdownRenderer(Renderer):
             [c.get("name"), c.get("state"), c.get("reason") or "-",
              ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
             for c in m.get("collectors", [])])
-        dq = {k: v for k, v in a.data_quality.items() if k != "top_functions" and v not in (None, {}, [])}
+        dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
         out += [f"- {k.replace('_', ' ')}: {v}" for k, v in dq.items()] + [""]
         out += ["## Reproduce", "", "```", reproduce_command(m), "```", ""]
         return out

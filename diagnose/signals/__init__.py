@@ -1,7 +1,44 @@
 """signals(Bundle): every typed signal the rules read, with units and provenance.
 
-Reading the bundle's streams happens in ``load``; everything after that is pure.
+Each source reads one kind of stream from the bundle and returns a SourceResult; the registry below
+is the one place a new source is added. Sources are pure apart from reading the bundle.
 """
-from diagnose.signals.extract import Extracted, extract
+from __future__ import annotations
 
-__all__ = ["Extracted", "extract"]
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.bundle import Bundle
+from diagnose.model import Signal, StackShare, ThreadSummary
+from diagnose.signals.base import SignalSource, SourceResult
+from diagnose.signals.cpu import cpu_signals
+
+SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals,)
+
+
+@dataclass
+class Extracted:
+    signals: dict[str, Signal] = field(default_factory=dict)
+    data_quality: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    threads: tuple[ThreadSummary, ...] = ()
+    top_stacks: tuple[StackShare, ...] = ()
+
+
+def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES) -> Extracted:
+    out = Extracted()
+    for source in sources:
+        r = source(bundle)
+        out.signals.update(r.signals)
+        out.data_quality.update(r.data_quality)
+        out.details.update(r.details)
+        out.threads += r.threads
+        out.top_stacks += r.top_stacks
+    out.data_quality["torn_stream_lines"] = dict(bundle.torn_lines)
+    m = bundle.manifest
+    if m.get("started_ns") and m.get("ended_ns"):
+        out.data_quality["capture_s"] = round((m["ended_ns"] - m["started_ns"]) / 1e9, 2)
+    return out
+
+
+__all__ = ["SIGNAL_SOURCES", "Extracted", "SourceResult", "extract"]

@@ -1,37 +1,17 @@
-"""Turn a bundle into signals, stack profile, thread table and data-quality figures."""
+"""CPU signal source: py-spy stacks + process collector -> signals, thread table, top stacks."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.bundle import Bundle, CollectorState
+from diagnose.bundle import Bundle
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
+from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.process import ProcessSummary, dominant_wait, process_signals, summarize
 from diagnose.signals.stacks import StackProfile, segments_from_chrometrace
 
 PYSPY_SRC = "py-spy (chrometrace, sampled thread-time)"
-
-
-@dataclass
-class Extracted:
-    signals: dict[str, Signal]
-    profile: StackProfile
-    process: ProcessSummary | None
-    data_quality: dict[str, Any] = field(default_factory=dict)
-    threads: tuple[ThreadSummary, ...] = ()
-    top_stacks: tuple[StackShare, ...] = ()
-    top_functions: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _collector_reason(bundle: Bundle, name: str) -> str:
-    st = bundle.collectors.get(name)
-    if st is None:
-        return f"collector {name} did not run"
-    if st.state in (CollectorState.OK, CollectorState.PARTIAL, CollectorState.RUNNING):
-        return f"collector {name} recorded no usable data"
-    return f"{name} {st.state.value}: {st.reason or 'no reason recorded'}"
 
 
 def load_profile(bundle: Bundle) -> tuple[StackProfile, list[dict[str, Any]], int]:
@@ -143,21 +123,18 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
     return tuple(rows)
 
 
-def extract(bundle: Bundle) -> Extracted:
+def cpu_signals(bundle: Bundle) -> SourceResult:
     profile, windows, bad = load_profile(bundle)
-    pyspy_reason = _collector_reason(bundle, "pyspy")
+    pyspy_reason = collector_reason(bundle, "pyspy")
     proc_records = sorted(bundle.records("process.jsonl"), key=lambda r: r.get("t_ns", 0))
     proc = summarize(proc_records, list(bundle.records("threads.jsonl")))
     signals = stack_signals(profile, pyspy_reason)
     python_tids = set(profile.by_thread) if profile.sampled_s > 0 else None
     parked = frozenset(tid for tid, cats in profile.thread_category.items()
                        if max(cats, key=cats.get) in PARKED)
-    signals.update(process_signals(proc, _collector_reason(bundle, "process"), python_tids, parked))
+    signals.update(process_signals(proc, collector_reason(bundle, "process"), python_tids, parked))
     quality = pyspy_quality(windows, bad)
     quality["process_records"] = len(proc_records)
-    quality["torn_stream_lines"] = dict(bundle.torn_lines)
-    m = bundle.manifest
-    if m.get("started_ns") and m.get("ended_ns"):
-        quality["capture_s"] = round((m["ended_ns"] - m["started_ns"]) / 1e9, 2)
-    return Extracted(signals, profile, proc, quality, thread_table(profile, proc),
-                     top_stacks(profile), top_functions(profile))
+    return SourceResult(signals, quality, threads=thread_table(profile, proc),
+                        top_stacks=top_stacks(profile),
+                        details={"top_functions": top_functions(profile)})

@@ -1,0 +1,36 @@
+"""What a signal source returns, and helpers shared by sources."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from diagnose.bundle import Bundle, CollectorState
+from diagnose.model import Signal, StackShare, ThreadSummary
+
+
+@dataclass
+class SourceResult:
+    """Signals from one kind of stream, plus figures for the report.
+
+    ``data_quality``: small scalars (counts, ratios, measured errors). ``details``: JSON-ready
+    tables for renderers (e.g. idle gaps, latency percentiles), keyed by a name unique to the source.
+    """
+
+    signals: dict[str, Signal]
+    data_quality: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    threads: tuple[ThreadSummary, ...] = ()
+    top_stacks: tuple[StackShare, ...] = ()
+
+
+SignalSource = Callable[[Bundle], SourceResult]
+
+
+def collector_reason(bundle: Bundle, name: str) -> str:
+    """Why collector ``name`` left no data: its manifest state and reason, for Signal.reason."""
+    st = bundle.collectors.get(name)
+    if st is None:
+        return f"collector {name} did not run"
+    if st.state in (CollectorState.OK, CollectorState.PARTIAL, CollectorState.RUNNING):
+        return f"collector {name} recorded no usable data"
+    return f"{name} {st.state.value}: {st.reason or 'no reason recorded'}"

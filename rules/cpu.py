@@ -44,6 +44,14 @@ CPU_RULES: tuple[Rule, ...] = (
          "Batch work to amortize per-item Python overhead"),
     ),
     Rule(
+        "service.payload_copy", "Moving large payloads through sockets costs CPU", Q.SERVICE, L.SYSTEM, S.WARNING,
+        (Condition("cpu.category_share_pct[io_cpu]", ">=", 25.0, 40.0),),
+        "{0:.0f}% of active thread-time is inside socket/file calls while running (the kernel "
+        "copies data; nobody is waited on): payload size is the cost.",
+        ("Send less: drop fields the client does not use, send binary tensors instead of JSON lists",
+         "Compress only if the network, not the CPU, is the limit"),
+    ),
+    Rule(
         "io.blocked_in_stacks", "Threads wait on sockets or files", Q.IO, L.SYSTEM, S.CRITICAL,
         (Condition("cpu.category_share_pct[io_wait]", ">=", 40.0, 40.0),
          Condition("cpu.python_util_pct", "<=", 60.0, 40.0)),

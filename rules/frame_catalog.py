@@ -14,6 +14,7 @@ class Category:
     SERIALIZATION = "serialization"
     TOKENIZATION = "tokenization"
     IO_WAIT = "io_wait"
+    IO_CPU = "io_cpu"  # in socket/file calls but running: the kernel copies data, nobody is waited on
     LOCK_WAIT = "lock_wait"
     IDLE = "idle"
     GC = "gc"
@@ -25,7 +26,7 @@ class Category:
 # Categories where a thread is waiting for work rather than doing or waiting on it.
 PARKED = frozenset({Category.IDLE})
 ALL_CATEGORIES = (
-    Category.SERIALIZATION, Category.TOKENIZATION, Category.IO_WAIT, Category.LOCK_WAIT,
+    Category.SERIALIZATION, Category.TOKENIZATION, Category.IO_WAIT, Category.IO_CPU, Category.LOCK_WAIT,
     Category.GC, Category.FRAMEWORK_COMPUTE, Category.CUDA_SYNC, Category.PYTHON, Category.IDLE,
 )
 
@@ -60,11 +61,11 @@ FRAME_CATALOG: tuple[FramePattern, ...] = (
     FramePattern(C.LOCK_WAIT, source=r"\.acquire\(|^\s*with\s+\w*(lock|mutex|sem)\w*\s*:", leaf_only=True),
     FramePattern(C.LOCK_WAIT, function=r"^(Lock|RLock|Semaphore|BoundedSemaphore|Barrier)\.", leaf_only=True),
     FramePattern(C.GC, source=r"\bgc\.collect\(", leaf_only=True),
-    FramePattern(C.CUDA_SYNC, source=r"cuda\.synchronize\(|\.item\(\)|\.cpu\(\)|\.tolist\(\)|\.numpy\(\)", leaf_only=True),
+    FramePattern(C.CUDA_SYNC, source=r"cuda\.synchronize\(|\.item\(\)|\.cpu\(\)|\.numpy\(\)", leaf_only=True),
     # Serialization.
     FramePattern(C.SERIALIZATION, file=r"(^|/)(json|pickle|copyreg|marshal|base64|_pickle|pickletools|csv)(/[\w]+)?\.py$"),
     FramePattern(C.SERIALIZATION, file=r"(^|/)(google/protobuf|msgpack|orjson|ujson|simplejson|pydantic(_core)?|msgspec|cloudpickle|yaml)/"),
-    FramePattern(C.SERIALIZATION, source=r"\b(json|orjson|ujson|pickle|msgpack|marshal|base64|yaml)\.\w*(dump|load|encode|decode)\w*\(|SerializeToString\(|ParseFromString\(|model_dump(_json)?\(",
+    FramePattern(C.SERIALIZATION, source=r"\b(json|orjson|ujson|pickle|msgpack|marshal|base64|yaml)\.\w*(dump|load|encode|decode)\w*\(|SerializeToString\(|ParseFromString\(|model_dump(_json)?\(|\.tolist\(\)",
                  leaf_only=True),
     # Tokenization.
     FramePattern(C.TOKENIZATION, file=r"(^|/)(tokenizers|sentencepiece|tiktoken|transformers/tokenization_\w+|transformers/models/\w+/tokenization_\w+)"),

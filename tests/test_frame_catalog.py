@@ -46,3 +46,21 @@ def test_keep_alive_read_of_next_request_is_idle():
 def test_torch_frames_are_framework_compute():
     stack = (f("forward", "/app/m.py"), f("Linear.forward", "/site-packages/torch/nn/modules/linear.py"))
     assert classify(stack, {}) == Category.FRAMEWORK_COMPUTE
+
+
+def test_kernel_state_corrects_io_frames():
+    from diagnose.rules.frame_catalog import Category
+    from diagnose.signals.cpu import _kernel_checked
+    from diagnose.signals.process import KernelTimeline
+    from diagnose.signals.stacks import Segment
+
+    t0 = 1_700_000_000_000_000_000
+    records = [{"t_ns": t0 + i * 100_000_000, "threads": [[7, 0.0, 0.0, st, wchan]]}
+               for i, (st, wchan) in enumerate([("S", "futex_do_wait"), ("R", None), ("S", "wait_woken")])]
+    kernel = KernelTimeline(records)
+    seg = lambda ms: Segment(7, "w", ms * 1000.0 - 5000, ms * 1000.0 + 5000, (f("f", "/a.py"),))
+    assert _kernel_checked(Category.IO_WAIT, seg(0), t0, kernel) == Category.LOCK_WAIT
+    assert _kernel_checked(Category.IO_WAIT, seg(100), t0, kernel) == Category.IO_CPU
+    assert _kernel_checked(Category.IO_WAIT, seg(200), t0, kernel) == Category.IO_WAIT
+    assert _kernel_checked(Category.IO_WAIT, seg(900), t0, kernel) == Category.IO_WAIT  # no reading near
+    assert _kernel_checked(Category.SERIALIZATION, seg(0), t0, kernel) == Category.SERIALIZATION

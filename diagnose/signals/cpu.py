@@ -6,19 +6,25 @@ from typing import Any
 
 from diagnose.bundle import Bundle
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
-from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
+from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.process import ProcessSummary, dominant_wait, process_signals, summarize
-from diagnose.signals.stacks import StackProfile, segments_from_chrometrace
+from diagnose.signals.process import (KernelTimeline, ProcessSummary, dominant_wait, process_signals,
+                                      summarize)
+from diagnose.signals.stacks import Frame, Segment, StackProfile, classify, segments_from_chrometrace
 
 PYSPY_SRC = "py-spy (chrometrace, sampled thread-time)"
 
 
-def load_profile(bundle: Bundle) -> tuple[StackProfile, list[dict[str, Any]], int]:
+KERNEL_TOLERANCE_NS = 60_000_000  # a reading within 60 ms of a segment speaks for it (10 Hz readings)
+
+
+def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
+                 ) -> tuple[StackProfile, list[dict[str, Any]], int]:
     """Read every py-spy window of the bundle. Returns (profile, window records, unreadable windows)."""
     sources = {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")}
     profile = StackProfile()
     windows = sorted(bundle.records("pyspy.jsonl"), key=lambda w: w.get("window", 0))
+    categories: dict[tuple[Frame, ...], str] = {}
     bad = 0
     for w in windows:
         try:
@@ -27,8 +33,22 @@ def load_profile(bundle: Bundle) -> tuple[StackProfile, list[dict[str, Any]], in
             bad += 1
             continue
         for seg in segments_from_chrometrace(events if isinstance(events, list) else []):
-            profile.add(seg, sources)
+            cat = categories.get(seg.frames)
+            if cat is None:
+                cat = categories[seg.frames] = classify(seg.frames, sources)
+            profile.add(seg, _kernel_checked(cat, seg, w.get("origin_ns"), kernel))
     return profile, windows, bad
+
+
+def _kernel_checked(cat: str, seg: Segment, origin_ns: int | None, kernel: KernelTimeline | None) -> str:
+    """py-spy shows where a thread is, not what it waits on. A Python frame in socket/file code is
+    a wait only if the kernel agrees: in a futex it waits for the GIL (or a lock) after its IO
+    returned; running, it is copying data through the kernel (payload size is the cost)."""
+    if cat != Category.IO_WAIT or kernel is None or origin_ns is None:
+        return cat
+    mid_ns = int(origin_ns + (seg.start_us + seg.end_us) * 500)
+    state = kernel.state_at(seg.tid, mid_ns, KERNEL_TOLERANCE_NS)
+    return {"lock_wait": Category.LOCK_WAIT, "running": Category.IO_CPU}.get(state or "", cat)
 
 
 def stack_signals(profile: StackProfile, reason: str) -> dict[str, Signal]:
@@ -77,14 +97,12 @@ def top_stacks(profile: StackProfile, n: int = 10) -> tuple[StackShare, ...]:
     active = profile.active_s
     if active <= 0:
         return ()
-    rows = sorted(
-        ((secs, frames) for frames, secs in profile.by_stack.items()
-         if profile.stack_category[frames] not in PARKED),
-        key=lambda r: r[0], reverse=True)
+    rows = sorted(((secs, key) for key, secs in profile.by_stack.items() if key[1] not in PARKED),
+                  key=lambda r: r[0], reverse=True)
     return tuple(
-        StackShare(_threads_label(profile.stack_threads[frames]), tuple(f.label() for f in frames),
-                   profile.stack_category[frames], 100.0 * secs / active, secs)
-        for secs, frames in rows[:n]
+        StackShare(_threads_label(profile.stack_threads[key]), tuple(f.label() for f in key[0]),
+                   key[1], 100.0 * secs / active, secs)
+        for secs, key in rows[:n]
     )
 
 
@@ -124,9 +142,9 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
 
 
 def cpu_signals(bundle: Bundle) -> SourceResult:
-    profile, windows, bad = load_profile(bundle)
-    pyspy_reason = collector_reason(bundle, "pyspy")
     proc_records = sorted(bundle.records("process.jsonl"), key=lambda r: r.get("t_ns", 0))
+    profile, windows, bad = load_profile(bundle, KernelTimeline(proc_records))
+    pyspy_reason = collector_reason(bundle, "pyspy")
     proc = summarize(proc_records, list(bundle.records("threads.jsonl")))
     signals = stack_signals(profile, pyspy_reason)
     python_tids = set(profile.by_thread) if profile.sampled_s > 0 else None

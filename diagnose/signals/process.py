@@ -5,6 +5,7 @@ the wall time between them. CPU percentages follow top's convention: 100% = one 
 """
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,6 +31,27 @@ def wait_class(state: str | None, wchan: str | None) -> str:
                 return cls
         return "other_wait"
     return "unknown_wait"
+
+
+class KernelTimeline:
+    """Per-thread kernel wait class over time (process collector readings, ~10 Hz)."""
+
+    def __init__(self, records: list[dict[str, Any]]):
+        self._t: dict[int, list[int]] = {}
+        self._cls: dict[int, list[str]] = {}
+        for rec in records:
+            for tid, _u, _s, state, wchan in rec.get("threads", []):
+                self._t.setdefault(tid, []).append(rec["t_ns"])
+                self._cls.setdefault(tid, []).append(wait_class(state, wchan))
+
+    def state_at(self, tid: int, t_ns: int, tolerance_ns: int) -> str | None:
+        """Wait class of the reading nearest to ``t_ns``, if one lies within ``tolerance_ns``."""
+        times = self._t.get(tid)
+        if not times:
+            return None
+        i = bisect.bisect_left(times, t_ns)
+        best = min((j for j in (i - 1, i) if 0 <= j < len(times)), key=lambda j: abs(times[j] - t_ns))
+        return self._cls[tid][best] if abs(times[best] - t_ns) <= tolerance_ns else None
 
 
 @dataclass

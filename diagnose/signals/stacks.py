@@ -118,11 +118,10 @@ def classify(frames: tuple[Frame, ...], sources: dict[tuple[str, int], str]) -> 
 
 @dataclass
 class StackProfile:
-    """Sampled thread-time aggregated by stack, category, thread and function (seconds)."""
+    """Sampled thread-time aggregated by (stack, category), category, thread and function (seconds)."""
 
-    by_stack: dict[tuple[Frame, ...], float] = field(default_factory=lambda: defaultdict(float))
-    stack_threads: dict[tuple[Frame, ...], set[str]] = field(default_factory=lambda: defaultdict(set))
-    stack_category: dict[tuple[Frame, ...], str] = field(default_factory=dict)
+    by_stack: dict[tuple[tuple[Frame, ...], str], float] = field(default_factory=lambda: defaultdict(float))
+    stack_threads: dict[tuple[tuple[Frame, ...], str], set[str]] = field(default_factory=lambda: defaultdict(set))
     by_category: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     by_thread: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     thread_category: dict[int, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
@@ -139,13 +138,10 @@ class StackProfile:
         """Thread-time not parked waiting for work."""
         return sum(v for c, v in self.by_category.items() if c not in PARKED)
 
-    def add(self, seg: Segment, sources: dict[tuple[str, int], str]) -> None:
+    def add(self, seg: Segment, cat: str) -> None:
         dur_s = (seg.end_us - seg.start_us) / 1e6
-        cat = self.stack_category.get(seg.frames)
-        if cat is None:
-            cat = self.stack_category[seg.frames] = classify(seg.frames, sources)
-        self.by_stack[seg.frames] += dur_s
-        self.stack_threads[seg.frames].add(seg.thread)
+        self.by_stack[(seg.frames, cat)] += dur_s
+        self.stack_threads[(seg.frames, cat)].add(seg.thread)
         self.by_category[cat] += dur_s
         self.by_thread[seg.tid] += dur_s
         self.thread_category[seg.tid][cat] += dur_s

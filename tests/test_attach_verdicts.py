@@ -57,3 +57,13 @@ def test_torch_matmul_is_compute_bound(workload, tmp_path):
     assert "matmul_loop" in report
     assert doc["signals"]["cpu.category_share_pct[framework_compute]"]["value"] > 50
     assert doc["signals"]["cpu.process_util_pct"]["value"] > 100  # intra-op threads beyond the GIL
+
+
+def test_subprocesses_meters_and_samples_children(workload, tmp_path):
+    proc = workload("forking_parent")
+    res = run_diagnose("attach", str(proc.pid), "--duration", "4", "--subprocesses", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    doc = findings(only_bundle(tmp_path))
+    children = doc["signals"]["cpu.children_util_pct"]["value"]
+    assert children > 10 and children > 3 * doc["signals"]["cpu.process_util_pct"]["value"]
+    assert any("child_work" in fr for s in doc["top_stacks"] for fr in s["frames"])

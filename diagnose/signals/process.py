@@ -79,6 +79,7 @@ class ProcessSummary:
     ctx_invol: float
     rss_max_bytes: float
     connections_max: int | None
+    children_cpu_s: float | None = None  # with --subprocesses: CPU of all descendants over the capture
 
 
 def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> ProcessSummary | None:
@@ -113,7 +114,22 @@ def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> Pro
         ctx_invol=last.get("ctx_invol", 0) - first.get("ctx_invol", 0),
         rss_max_bytes=max(r.get("rss_bytes", 0) for r in records),
         connections_max=max(conns) if conns else None,
+        children_cpu_s=_children_cpu(records),
     )
+
+
+def _children_cpu(records: list[dict[str, Any]]) -> float | None:
+    """Summed CPU seconds of descendant processes between their first and last reading."""
+    if not any("children" in r for r in records):
+        return None
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for rec in records:
+        for c in rec.get("children", []):
+            cpu = c["cpu_user_s"] + c["cpu_system_s"]
+            first.setdefault(c["pid"], cpu)
+            last[c["pid"]] = cpu
+    return sum(last[p] - first[p] for p in last)
 
 
 def _delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
@@ -215,6 +231,10 @@ def _host_signals(s: ProcessSummary) -> dict[str, Signal]:
     out["cpu.ctx_switches_per_s"] = Signal(
         "cpu.ctx_switches_per_s", (s.ctx_vol + s.ctx_invol) / s.elapsed_s, "1/s",
         "process collector (psutil num_ctx_switches)")
+    if s.children_cpu_s is not None:
+        out["cpu.children_util_pct"] = Signal(
+            "cpu.children_util_pct", 100.0 * s.children_cpu_s / s.elapsed_s, "%",
+            "process collector (psutil cpu_times of descendants, --subprocesses; 100% = one core)")
     out["mem.rss_max_bytes"] = Signal("mem.rss_max_bytes", float(s.rss_max_bytes), "bytes",
                                       "process collector (psutil memory_info)")
     return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ def start_workload(name: str, *args: str, env: dict | None = None) -> subprocess
     proc = subprocess.Popen(
         [sys.executable, str(WORKLOADS / f"{name}.py"), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **(env or {})}, start_new_session=True,  # stop() kills its whole group
     )
     line = proc.stdout.readline()
     if "READY" not in line:
@@ -31,8 +32,10 @@ def start_workload(name: str, *args: str, env: dict | None = None) -> subprocess
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the workload and any children it forked
+    except ProcessLookupError:
+        pass
     proc.wait(10)
     for stream in (proc.stdout, proc.stderr):
         if stream:

@@ -4,8 +4,10 @@ Stream ``process.jsonl``, one record per tick with *cumulative* counters (CPU se
 switches, IO bytes) so analysis can difference them over any window:
 ``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s`` (psutil ``cpu_times``), ``rss_bytes``,
 ``num_threads``, ``ctx_vol``/``ctx_invol``, ``io_read_bytes``/``io_write_bytes`` (psutil
-``io_counters``, /proc/<pid>/io), ``threads``: ``[tid, user_s, system_s, state, wchan]`` per OS
-thread (state and kernel wait channel from /proc/<pid>/task/<tid>/stat and ``wchan``),
+``io_counters``, /proc/<pid>/io), ``threads``: ``[tid, user_s, system_s, state, wchan, run_ns,
+wait_ns, slices]`` per OS thread (state and kernel wait channel from /proc/<pid>/task/<tid>/stat and
+``wchan``; cumulative ns on a CPU, ns runnable but waiting for a CPU, and timeslices from
+``schedstat``; the last three are null where the kernel has no schedstat),
 ``sys_cpu_s`` (psutil ``cpu_times``: user, system, idle, iowait, steal... cumulative s),
 ``loadavg``, ``disk``/``net`` cumulative bytes, ``connections`` (every ``CONN_EVERY`` ticks),
 ``children`` (with ``--subprocesses``). Thread names go once per new tid into ``threads.jsonl``.
@@ -33,12 +35,14 @@ def _read(path: str) -> str | None:
         return None
 
 
-def thread_state(pid: int, tid: int) -> tuple[str | None, str | None]:
-    """(scheduler state letter, kernel wait channel) of one thread; None where unreadable."""
+def thread_state(pid: int, tid: int) -> list[Any]:
+    """[state letter, wait channel, run_ns, wait_ns, slices] of one thread; None where unreadable."""
     stat = _read(f"/proc/{pid}/task/{tid}/stat")
     state = stat.rsplit(")", 1)[1].split()[0] if stat and ")" in stat else None
     wchan = _read(f"/proc/{pid}/task/{tid}/wchan")
-    return state, (wchan if wchan not in (None, "", "0") else None)
+    sched = (_read(f"/proc/{pid}/task/{tid}/schedstat") or "").split()
+    run_wait_slices = [int(v) for v in sched[:3]] if len(sched) >= 3 else [None, None, None]
+    return [state, wchan if wchan not in (None, "", "0") else None, *run_wait_slices]
 
 
 class ProcessCollector(ThreadedCollector):
@@ -115,8 +119,7 @@ class ProcessCollector(ThreadedCollector):
     def _threads(self, p: psutil.Process) -> list[list[Any]]:
         rows = []
         for th in p.threads():
-            state, wchan = thread_state(p.pid, th.id)
-            rows.append([th.id, th.user_time, th.system_time, state, wchan])
+            rows.append([th.id, th.user_time, th.system_time, *thread_state(p.pid, th.id)])
             if th.id not in self._named:
                 self._named.add(th.id)
                 comm = _read(f"/proc/{p.pid}/task/{th.id}/comm")

@@ -51,14 +51,16 @@ def find_pyspy(explicit: str | None = None) -> str | None:
 def classify_failure(output: str, target_alive: bool) -> str:
     """Turn py-spy's error output into the precise cause and its fix (one line)."""
     text = output.lower()
-    if not target_alive or "no such process" in text or "check that the process is running" in text:
-        return "process gone: the target exited before py-spy could read it"
-    if "permission denied" in text or "operation not permitted" in text:
+    # py-spy wraps a ptrace/proc permission error in "check that the process is running": test
+    # for the permission first, or an alive pid 1 reads as "process gone".
+    if "permission denied" in text or "operation not permitted" in text or "os error 13" in text:
         return (
             "permission denied: py-spy needs ptrace on the target; run as the target's user with "
             "kernel.yama.ptrace_scope=0, or as root / with CAP_SYS_PTRACE (in containers add "
             "--cap-add SYS_PTRACE)"
         )
+    if not target_alive or "no such process" in text or "check that the process is running" in text:
+        return "process gone: the target exited before py-spy could read it"
     if "failed to find python version" in text or "failed to find a python interpreter" in text:
         return "not a Python process: py-spy found no Python interpreter in the target"
     if "unsupported version" in text or "unknown python version" in text:
@@ -125,10 +127,11 @@ class PySpyCollector(Collector):
         cmd = [
             self._binary or "py-spy", "record", "--pid", str(self._target.pid),
             "--rate", str(o.rate_hz), "--duration", str(max(1, math.ceil(window_s))),
-            "--nonblocking", "--idle", "--threads", "--format", "chrometrace", "-o", str(out),
+            "--idle", "--threads", "--format", "chrometrace", "-o", str(out),
         ]
-        if o.native:
-            cmd.append("--native")
+        # py-spy cannot unwind native stacks without pausing the thread: --native trades the
+        # non-blocking guarantee for C/C++ frames, and the manifest says so.
+        cmd.append("--native" if o.native else "--nonblocking")
         if o.subprocesses:
             cmd.append("--subprocesses")
         return cmd
@@ -177,6 +180,7 @@ class PySpyCollector(Collector):
             "origin_ns": (spawn_ns + hi) // 2, "origin_err_ns": (hi - spawn_ns) // 2,
             "last_ts_us": last_ts_us, "samples": samples, "errors": errors, "returncode": rc,
             "rate_hz": self._options.rate_hz, "ended_by": _ended_by(output or ""),
+            "blocking": self._options.native,
         })
 
     def _scan_window(self, path: Path) -> float:
@@ -239,7 +243,8 @@ class PySpyCollector(Collector):
             return CollectorStatus(
                 self.name, CollectorState.FAILED, "py-spy recorded no samples", counts, streams
             )
-        return CollectorStatus(self.name, CollectorState.OK, None, counts, streams)
+        note = "blocking mode (--native): the target paused at each sample" if self._options.native else None
+        return CollectorStatus(self.name, CollectorState.OK, note, counts, streams)
 
 
 def _ended_by(output: str) -> str:

@@ -20,10 +20,10 @@ CPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "service.gil_bound", "Python threads saturate one core (GIL-bound)", Q.SERVICE, L.SERVICE, S.CRITICAL,
-        (Condition("cpu.python_util_pct", ">=", 80.0, 15.0),
-         Condition("cpu.process_util_pct", "<=", 135.0, 35.0)),
-        "The Python threads together use {0:.0f}% of a core and the whole process {1:.0f}%: "
-        "Python work is serialized on the GIL.",
+        (Condition("cpu.python_demand_pct", ">=", 80.0, 15.0),
+         Condition("cpu.process_demand_pct", "<=", 135.0, 35.0)),
+        "The Python threads together demand {0:.0f}% of a core and the whole process {1:.0f}% "
+        "(CPU time plus time waiting for a core): Python work is serialized on one core (the GIL).",
         ("Run several worker processes (gunicorn/uvicorn workers, torch multiprocessing)",
          "Batch requests so the per-request Python overhead is paid once per batch",
          "Move CPU-heavy Python (pre/post-processing) to vectorized or native code"),
@@ -38,25 +38,26 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "service.python_overhead", "Interpreted Python code dominates", Q.SERVICE, L.SERVICE, S.WARNING,
         (Condition("cpu.category_share_pct[python]", ">=", 60.0, 30.0),
-         Condition("cpu.max_thread_util_pct", ">=", 70.0, 25.0)),
-        "{0:.0f}% of active thread-time is plain Python with a thread at {1:.0f}% of a core.",
+         Condition("cpu.max_thread_demand_pct", ">=", 70.0, 25.0)),
+        "{0:.0f}% of active thread-time is plain Python with a thread demanding {1:.0f}% of a core.",
         ("Profile the top Python functions below and vectorize or cache them",
          "Batch work to amortize per-item Python overhead"),
     ),
     Rule(
-        "service.payload_copy", "Moving large payloads through sockets costs CPU", Q.SERVICE, L.SYSTEM, S.WARNING,
+        "io.data_movement", "Moving data through sockets or files costs CPU", Q.IO, L.SYSTEM, S.WARNING,
         (Condition("cpu.category_share_pct[io_cpu]", ">=", 25.0, 40.0),),
-        "{0:.0f}% of active thread-time is inside socket/file calls while running (the kernel "
-        "copies data; nobody is waited on): payload size is the cost.",
-        ("Send less: drop fields the client does not use, send binary tensors instead of JSON lists",
+        "{0:.0f}% of active thread-time is inside socket/file calls while running in the kernel "
+        "(copying data, nobody is waited on): the volume of data moved is the cost.",
+        ("Move less: drop fields the client does not use, send binary tensors instead of JSON lists",
+         "Read inputs once (cache decoded data in memory) and in large blocks, or memory-map them",
          "Compress only if the network, not the CPU, is the limit"),
     ),
     Rule(
         "io.blocked_in_stacks", "Threads wait on sockets or files", Q.IO, L.SYSTEM, S.CRITICAL,
         (Condition("cpu.category_share_pct[io_wait]", ">=", 40.0, 40.0),
-         Condition("cpu.python_util_pct", "<=", 60.0, 40.0)),
+         Condition("cpu.python_demand_pct", "<=", 60.0, 40.0)),
         "{0:.0f}% of active Python thread-time is blocked in socket/file reads or writes, while "
-        "the Python threads together use only {1:.0f}% of a core.",
+        "the Python threads together demand only {1:.0f}% of a core.",
         ("Find the slow peer: add timeouts and measure its latency",
          "Use connection pools / keep-alive, async IO, or prefetch and cache inputs",
          "Overlap IO with compute (background readers, pinned-memory prefetch)"),
@@ -64,9 +65,9 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "io.blocked_in_kernel", "Threads sleep in kernel IO waits", Q.IO, L.SYSTEM, S.WARNING,
         (Condition("threads.blocked_io_share_pct", ">=", 40.0, 40.0),
-         Condition("cpu.python_util_pct", "<=", 60.0, 40.0)),
-        "{0:.0f}% of thread readings that were not parked sat in a kernel IO wait channel "
-        "(socket/pipe/disk); the Python threads together use {1:.0f}% of a core.",
+         Condition("cpu.python_demand_pct", "<=", 60.0, 40.0)),
+        "{0:.0f}% of thread readings of work in progress sat in a kernel IO wait channel "
+        "(socket/pipe/disk); the Python threads together demand {1:.0f}% of a core.",
         ("Check the network/disk peer the threads wait on (wchan in the thread table)",
          "Use async IO or more concurrent connections"),
     ),
@@ -79,9 +80,9 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "compute.cpu_framework", "Native framework compute saturates the CPU", Q.COMPUTE, L.MODEL, S.CRITICAL,
         (Condition("cpu.category_share_pct[framework_compute]", ">=", 40.0, 50.0),
-         Condition("cpu.process_util_pct", ">=", 80.0, 80.0)),
+         Condition("cpu.process_demand_pct", ">=", 80.0, 80.0)),
         "{0:.0f}% of active Python thread-time is inside framework compute (torch/numpy), with the "
-        "process at {1:.0f}% of a core.",
+        "process demanding {1:.0f}% of a core.",
         ("Make the model cheaper: INT8 dynamic quantization, distillation or a smaller model",
          "Then the engine: torch.compile / ONNX Runtime / OpenVINO with oneDNN, tuned intra-op threads",
          "Then capacity: more cores or a GPU for this model size"),
@@ -89,9 +90,9 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "compute.cpu_native_threads", "Native worker threads burn most of the CPU", Q.COMPUTE, L.MODEL, S.WARNING,
         (Condition("cpu.native_thread_cpu_share_pct", ">=", 30.0, 40.0),
-         Condition("cpu.process_util_pct", ">=", 120.0, 80.0)),
+         Condition("cpu.process_demand_pct", ">=", 120.0, 80.0)),
         "{0:.0f}% of the process CPU is spent in threads with no Python frames (BLAS/OpenMP "
-        "workers), process at {1:.0f}%.",
+        "workers), the process demanding {1:.0f}% of a core.",
         ("Quantize or shrink the model; check intra-op thread count vs physical cores",),
     ),
     Rule(
@@ -101,6 +102,21 @@ CPU_RULES: tuple[Rule, ...] = (
         "for cores, so its own numbers understate its demand.",
         ("Check what else runs on the host (load generators, sidecars, data loaders)",
          "Pin the service to dedicated cores or give it a larger CPU quota"),
+    ),
+    Rule(
+        "secondary.cpu_starved", "The target waits for a free core", None, L.SYSTEM, S.WARNING,
+        (Condition("cpu.runqueue_wait_pct", ">=", 20.0, 30.0),),
+        "{0:.0f}% of the target's CPU demand was spent runnable but waiting for a core (schedstat "
+        "run-queue time): other processes or a CPU quota hold it back.",
+        ("Give the service dedicated cores or a larger CPU quota before tuning its code",),
+    ),
+    Rule(
+        "secondary.idle_target", "The target was idle", None, L.SERVICE, S.INFO,
+        (Condition("cpu.idle_share_pct", ">=", 95.0, 5.0),
+         Condition("cpu.process_demand_pct", "<=", 10.0, 10.0)),
+        "{0:.0f}% of sampled thread-time was waiting for work and the process demanded {1:.1f}% "
+        "of a core: there was no load to diagnose.",
+        ("Capture again while the service is under representative load",),
     ),
     Rule(
         "secondary.lock_contention", "Threads contend on locks", None, L.SERVICE, S.INFO,

@@ -15,6 +15,7 @@ class Category:
     TOKENIZATION = "tokenization"
     IO_WAIT = "io_wait"
     IO_CPU = "io_cpu"  # in socket/file calls but running: the kernel copies data, nobody is waited on
+    IO_MAYBE = "io_maybe"  # generic read/write call: resolved by the kernel reading, never reported
     LOCK_WAIT = "lock_wait"
     IDLE = "idle"
     GC = "gc"
@@ -55,7 +56,9 @@ FRAME_CATALOG: tuple[FramePattern, ...] = (
     # Blocked on a socket, pipe or file.
     FramePattern(C.IO_WAIT, file=r"(^|/)(socket|ssl|http/client|urllib3/.*|requests/.*|asyncio/streams|aiohttp/.*)\.py$",
                  function=r"(read|recv|send|readinto|readline|connect|_read_status|begin|getresponse|urlopen|request|_safe_read)", leaf_only=True),
-    FramePattern(C.IO_WAIT, source=r"\.(recv|recv_into|recvfrom|recvmsg|sendall|send|accept|connect|read|readinto|readline|readlines|write)\(|\bos\.(read|pread|write)\(|\bopen\(",
+    FramePattern(C.IO_WAIT, source=r"\.(recv|recv_into|recvfrom|recvmsg|sendall|sendto|accept|connect|getresponse|urlopen)\(",
+                 leaf_only=True),
+    FramePattern(C.IO_MAYBE, source=r"\.(read|readinto|readline|readlines|write|send|flush)\(|\bos\.(read|pread|write)\(|\bopen\(",
                  leaf_only=True),
     # Lock / queue contention.
     FramePattern(C.LOCK_WAIT, source=r"\.acquire\(|^\s*with\s+\w*(lock|mutex|sem)\w*\s*:", leaf_only=True),

@@ -67,3 +67,14 @@ def test_subprocesses_meters_and_samples_children(workload, tmp_path):
     children = doc["signals"]["cpu.children_util_pct"]["value"]
     assert children > 10 and children > 3 * doc["signals"]["cpu.process_util_pct"]["value"]
     assert any("child_work" in fr for s in doc["top_stacks"] for fr in s["frames"])
+
+
+def test_native_mode_samples_in_blocking_mode_and_says_so(workload, tmp_path):
+    proc = workload("json_loop")
+    res = run_diagnose("attach", str(proc.pid), "--duration", "3", "--native", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    doc = findings(only_bundle(tmp_path))
+    pyspy = {c["name"]: c for c in doc["collectors"]}["pyspy"]
+    assert pyspy["state"] == "ok" and "blocking mode" in pyspy["reason"]
+    assert doc["data_quality"]["pyspy_samples"] > 50
+    assert doc["verdict"]["quadrant"] == "service"

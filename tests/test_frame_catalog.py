@@ -48,19 +48,36 @@ def test_torch_frames_are_framework_compute():
     assert classify(stack, {}) == Category.FRAMEWORK_COMPUTE
 
 
-def test_kernel_state_corrects_io_frames():
-    from diagnose.rules.frame_catalog import Category
-    from diagnose.signals.cpu import _kernel_checked
-    from diagnose.signals.process import KernelTimeline
-    from diagnose.signals.stacks import Segment
+def test_kernel_reading_decides_what_an_io_frame_means():
+    from diagnose.rules.frame_catalog import Category as C
+    from diagnose.signals.cpu import resolve_io
+    from diagnose.signals.threads import Reading
+
+    futex = Reading(0, "lock_wait", "futex_do_wait", None)
+    sock = Reading(0, "io_wait", "wait_woken", None)
+    kernel_copy = Reading(0, "running", None, 0.9)
+    user_code = Reading(0, "running", None, 0.1)
+    assert resolve_io(C.IO_WAIT, futex) == C.LOCK_WAIT  # GIL after the syscall returned
+    assert resolve_io(C.IO_WAIT, sock) == C.IO_WAIT
+    assert resolve_io(C.IO_WAIT, user_code) == C.IO_CPU  # socket call, running
+    assert resolve_io(C.IO_MAYBE, kernel_copy) == C.IO_CPU  # file read from page cache
+    assert resolve_io(C.IO_MAYBE, user_code) == C.PYTHON  # e.g. StringIO.write
+    assert resolve_io(C.IO_MAYBE, None) == C.IO_WAIT
+    assert resolve_io(C.SERIALIZATION, futex) == C.SERIALIZATION
+
+
+def test_kernel_timeline_finds_nearest_reading():
+    from diagnose.signals.threads import KernelTimeline, thread_usage
 
     t0 = 1_700_000_000_000_000_000
-    records = [{"t_ns": t0 + i * 100_000_000, "threads": [[7, 0.0, 0.0, st, wchan]]}
-               for i, (st, wchan) in enumerate([("S", "futex_do_wait"), ("R", None), ("S", "wait_woken")])]
-    kernel = KernelTimeline(records)
-    seg = lambda ms: Segment(7, "w", ms * 1000.0 - 5000, ms * 1000.0 + 5000, (f("f", "/a.py"),))
-    assert _kernel_checked(Category.IO_WAIT, seg(0), t0, kernel) == Category.LOCK_WAIT
-    assert _kernel_checked(Category.IO_WAIT, seg(100), t0, kernel) == Category.IO_CPU
-    assert _kernel_checked(Category.IO_WAIT, seg(200), t0, kernel) == Category.IO_WAIT
-    assert _kernel_checked(Category.IO_WAIT, seg(900), t0, kernel) == Category.IO_WAIT  # no reading near
-    assert _kernel_checked(Category.SERIALIZATION, seg(0), t0, kernel) == Category.SERIALIZATION
+    rows = [("S", "futex_do_wait", 1.0, 0.0), ("R", None, 1.0, 0.5), ("S", "wait_woken", 1.1, 0.5)]
+    records = [{"t_ns": t0 + i * 100_000_000, "threads": [[7, u, sy, st, w, 10 * i, 5 * i, i]]}
+               for i, (st, w, u, sy) in enumerate(rows)]
+    usage = thread_usage(records)
+    assert usage[7].run_ns == 20 and usage[7].wait_ns == 10 and usage[7].slices == 2
+    kernel = KernelTimeline(usage)
+    assert kernel.at(7, t0 + 10_000_000, 60_000_000).cls == "lock_wait"
+    r = kernel.at(7, t0 + 95_000_000, 60_000_000)
+    assert r.cls == "running" and r.sys_share == 1.0
+    assert kernel.at(7, t0 + 900_000_000, 60_000_000) is None
+    assert kernel.at(8, t0, 60_000_000) is None

@@ -1,28 +1,52 @@
 """CPU signal source: py-spy stacks + process collector -> signals, thread table, top stacks."""
 from __future__ import annotations
 
+import bisect
 import json
+from collections import defaultdict
 from typing import Any
 
 from diagnose.bundle import Bundle
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.process import (KernelTimeline, ProcessSummary, dominant_wait, process_signals,
-                                      summarize)
+from diagnose.signals.process import ProcessSummary, process_signals, summarize
 from diagnose.signals.stacks import Frame, Segment, StackProfile, classify, segments_from_chrometrace
+from diagnose.signals.threads import KernelTimeline, Reading, thread_usage
 
 PYSPY_SRC = "py-spy (chrometrace, sampled thread-time)"
-
-
 KERNEL_TOLERANCE_NS = 60_000_000  # a reading within 60 ms of a segment speaks for it (10 Hz readings)
 
 
+class PyspyTimeline:
+    """Per thread, when py-spy saw it parked (waiting for work), on the Unix clock."""
+
+    def __init__(self) -> None:
+        self._spans: dict[int, list[tuple[int, int, bool]]] = defaultdict(list)
+
+    def add(self, tid: int, start_ns: int, end_ns: int, cat: str) -> None:
+        self._spans[tid].append((start_ns, end_ns, cat in PARKED))
+
+    def parked_at(self, tid: int, t_ns: int) -> bool:
+        spans = self._spans.get(tid)
+        if not spans:
+            return False
+        i = bisect.bisect_right(spans, (t_ns, float("inf"), True)) - 1
+        return i >= 0 and spans[i][0] <= t_ns <= spans[i][1] and spans[i][2]
+
+    def sort(self) -> None:
+        for spans in self._spans.values():
+            spans.sort()
+
+
 def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
-                 ) -> tuple[StackProfile, list[dict[str, Any]], int]:
-    """Read every py-spy window of the bundle. Returns (profile, window records, unreadable windows)."""
+                 ) -> tuple[StackProfile, PyspyTimeline, list[dict[str, Any]], int]:
+    """Read every py-spy window of the bundle.
+
+    Returns (profile, parked timeline, window records, number of unreadable windows).
+    """
     sources = {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")}
-    profile = StackProfile()
+    profile, timeline = StackProfile(), PyspyTimeline()
     windows = sorted(bundle.records("pyspy.jsonl"), key=lambda w: w.get("window", 0))
     categories: dict[tuple[Frame, ...], str] = {}
     bad = 0
@@ -32,23 +56,40 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
         except (OSError, ValueError, KeyError):
             bad += 1
             continue
+        origin = w.get("origin_ns")
         for seg in segments_from_chrometrace(events if isinstance(events, list) else []):
             cat = categories.get(seg.frames)
             if cat is None:
                 cat = categories[seg.frames] = classify(seg.frames, sources)
-            profile.add(seg, _kernel_checked(cat, seg, w.get("origin_ns"), kernel))
-    return profile, windows, bad
+            reading = None
+            if kernel is not None and origin is not None:
+                reading = kernel.at(seg.tid, int(origin + (seg.start_us + seg.end_us) * 500), KERNEL_TOLERANCE_NS)
+            cat = resolve_io(cat, reading)
+            profile.add(seg, cat)
+            if origin is not None:
+                timeline.add(seg.tid, int(origin + seg.start_us * 1000), int(origin + seg.end_us * 1000), cat)
+    timeline.sort()
+    return profile, timeline, windows, bad
 
 
-def _kernel_checked(cat: str, seg: Segment, origin_ns: int | None, kernel: KernelTimeline | None) -> str:
-    """py-spy shows where a thread is, not what it waits on. A Python frame in socket/file code is
-    a wait only if the kernel agrees: in a futex it waits for the GIL (or a lock) after its IO
-    returned; running, it is copying data through the kernel (payload size is the cost)."""
-    if cat != Category.IO_WAIT or kernel is None or origin_ns is None:
+def resolve_io(cat: str, reading: Reading | None) -> str:
+    """py-spy shows where a thread is, not what it waits on; the kernel reading decides.
+
+    A Python frame in socket/file code while the thread sleeps in a futex waits for the GIL (or a
+    lock) after its IO returned; running mostly in the kernel it is copying data (the volume moved
+    is the cost); running in user space a generic read/write call is CPU work in C (e.g. StringIO).
+    Without a reading nearby, socket calls count as waits and generic calls as possible waits.
+    """
+    if cat not in (Category.IO_WAIT, Category.IO_MAYBE):
         return cat
-    mid_ns = int(origin_ns + (seg.start_us + seg.end_us) * 500)
-    state = kernel.state_at(seg.tid, mid_ns, KERNEL_TOLERANCE_NS)
-    return {"lock_wait": Category.LOCK_WAIT, "running": Category.IO_CPU}.get(state or "", cat)
+    if reading is None:
+        return Category.IO_WAIT
+    if reading.cls == "lock_wait":
+        return Category.LOCK_WAIT
+    if reading.cls == "running":
+        in_kernel = reading.sys_share is not None and reading.sys_share >= 0.5
+        return Category.IO_CPU if cat == Category.IO_WAIT or in_kernel else Category.PYTHON
+    return Category.IO_WAIT
 
 
 def stack_signals(profile: StackProfile, reason: str) -> dict[str, Signal]:
@@ -98,7 +139,7 @@ def top_stacks(profile: StackProfile, n: int = 10) -> tuple[StackShare, ...]:
     if active <= 0:
         return ()
     rows = sorted(((secs, key) for key, secs in profile.by_stack.items() if key[1] not in PARKED),
-                  key=lambda r: r[0], reverse=True)
+                  key=lambda r: (-r[0], [f.label() for f in r[1][0]], r[1][1]))
     return tuple(
         StackShare(_threads_label(profile.stack_threads[key]), tuple(f.label() for f in key[0]),
                    key[1], 100.0 * secs / active, secs)
@@ -111,12 +152,12 @@ def _threads_label(names: set[str]) -> str:
     return first if len(names) == 1 else f"{len(names)} threads, e.g. {first}"
 
 
-
 def top_functions(profile: StackProfile, n: int = 10) -> list[dict[str, Any]]:
     active = profile.active_s
     if active <= 0:
         return []
-    ranked = sorted(profile.total_s.items(), key=lambda kv: (profile.self_s.get(kv[0], 0), kv[1]), reverse=True)
+    ranked = sorted(profile.total_s.items(),
+                    key=lambda kv: (-profile.self_s.get(kv[0], 0), -kv[1], kv[0].label()))
     return [
         {"function": fr.label(), "self_pct": round(100.0 * profile.self_s.get(fr, 0) / active, 2),
          "total_pct": round(100.0 * tot / active, 2)}
@@ -131,26 +172,27 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
         cats = profile.thread_category.get(tid)
         usage = proc.threads.get(tid) if proc else None
         cpu = 100.0 * usage.cpu_s / proc.elapsed_s if usage and proc and proc.elapsed_s > 0 else None
-        name = profile.thread_names.get(tid) or (proc.comm.get(tid) if proc else None) or "?"
+        comm = proc.comm.get(tid) if proc else None
+        name = profile.thread_names.get(tid, "?")
+        name = (comm or "?") if name == "?" else name
         rows.append(ThreadSummary(
             tid, name if tid in profile.by_thread else f"[native] {name}", cpu,
-            max(cats, key=cats.get) if cats else None, profile.by_thread.get(tid, 0.0),
-            dominant_wait(usage) if usage else None,
+            max(sorted(cats), key=cats.get) if cats else None, profile.by_thread.get(tid, 0.0),
+            usage.dominant_state() if usage else None,
         ))
-    rows.sort(key=lambda t: (t.cpu_pct or 0.0, t.sampled_s), reverse=True)
+    rows.sort(key=lambda t: (-(t.cpu_pct or 0.0), -t.sampled_s, t.tid))
     return tuple(rows)
 
 
 def cpu_signals(bundle: Bundle) -> SourceResult:
     proc_records = sorted(bundle.records("process.jsonl"), key=lambda r: r.get("t_ns", 0))
-    profile, windows, bad = load_profile(bundle, KernelTimeline(proc_records))
-    pyspy_reason = collector_reason(bundle, "pyspy")
     proc = summarize(proc_records, list(bundle.records("threads.jsonl")))
-    signals = stack_signals(profile, pyspy_reason)
+    kernel = KernelTimeline(proc.threads if proc else thread_usage(proc_records))
+    profile, timeline, windows, bad = load_profile(bundle, kernel)
+    signals = stack_signals(profile, collector_reason(bundle, "pyspy"))
     python_tids = set(profile.by_thread) if profile.sampled_s > 0 else None
-    parked = frozenset(tid for tid, cats in profile.thread_category.items()
-                       if max(cats, key=cats.get) in PARKED)
-    signals.update(process_signals(proc, collector_reason(bundle, "process"), python_tids, parked))
+    signals.update(process_signals(proc, collector_reason(bundle, "process"), python_tids,
+                                   timeline.parked_at))
     quality = pyspy_quality(windows, bad)
     quality["process_records"] = len(proc_records)
     return SourceResult(signals, quality, threads=thread_table(profile, proc),

@@ -42,14 +42,15 @@ class Segment:
 
 def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]:
     """Rebuild per-thread stack intervals from py-spy B/E events (``ts`` in us)."""
-    open_frames: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    last_ts: dict[int, float] = {}
+    # Keyed by (pid, tid): with --subprocesses, forked children reuse their parent's pthread ids.
+    open_frames: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    last_ts: dict[tuple[int, int], float] = {}
     out: list[Segment] = []
     for ev in sorted(
         (e for e in events if e.get("ph") in ("B", "E")),
         key=lambda e: (float(e.get("ts", 0)), 0 if e.get("ph") == "E" else 1),
     ):
-        key = int(ev.get("tid", 0))
+        key = (int(ev.get("pid", 0)), int(ev.get("tid", 0)))
         ts = float(ev.get("ts", 0))
         stack = open_frames[key]
         if stack and ts > last_ts.get(key, ts):
@@ -64,8 +65,8 @@ def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]
     return out
 
 
-def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:
-    tid, thread = key, "?"
+def _segment(key: tuple[int, int], stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:
+    tid, thread, process = key[1], "?", ""
     frames = []
     for ev in stack:
         args = ev.get("args") or {}
@@ -77,11 +78,12 @@ def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) ->
             thread = m.group(2) or thread
             continue
         if not args.get("filename") and name.startswith("process "):
+            process = name.split(":", 1)[0]  # "process 1234:\"cmdline\"" with --subprocesses
             continue
         frames.append(Frame(name, str(args.get("filename") or ""), int(args.get("line") or 0)))
     if not frames:
         return None
-    return Segment(tid, thread, start, end, tuple(frames))
+    return Segment(tid, f"{thread} [{process}]" if process else thread, start, end, tuple(frames))
 
 
 @lru_cache(maxsize=None)
@@ -148,5 +150,5 @@ class StackProfile:
         self.thread_names[seg.tid] = seg.thread
         if cat not in PARKED:
             self.self_s[seg.frames[-1]] += dur_s
-            for fr in set(seg.frames):
+            for fr in dict.fromkeys(seg.frames):  # each frame once, in a stable order
                 self.total_s[fr] += dur_s

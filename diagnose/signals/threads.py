@@ -1,0 +1,112 @@
+"""Per-thread kernel view from the process collector: state, wait channel, CPU and run-queue time.
+
+Sources: /proc/<pid>/task/<tid>/stat (state letter, utime/stime via psutil), ``wchan`` (the kernel
+function a sleeping thread waits in) and ``schedstat`` (ns on a CPU, ns runnable but waiting for a
+CPU, timeslices), read at ~10 Hz. Pure: input is the decoded ``process.jsonl`` records.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.rules.frame_catalog import WAIT_CHANNELS
+
+
+def wait_class(state: str | None, wchan: str | None) -> str:
+    """Classify one reading: running, io_wait (incl. D state), or a WAIT_CHANNELS class."""
+    if state == "R":
+        return "running"
+    if state == "D":
+        return "io_wait"
+    if wchan:
+        for cls, pattern in WAIT_CHANNELS:
+            if re.search(pattern, wchan):
+                return cls
+        return "other_wait"
+    return "unknown_wait"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One thread at one tick. ``sys_share``: share of its CPU time since the previous reading
+    spent in the kernel (None when it used no CPU in between)."""
+
+    t_ns: int
+    cls: str
+    wchan: str | None
+    sys_share: float | None
+
+
+@dataclass
+class ThreadUsage:
+    """One thread over the capture: deltas between its first and last reading."""
+
+    tid: int
+    cpu_s: float = 0.0
+    run_ns: int | None = None
+    wait_ns: int | None = None
+    slices: int | None = None
+    readings: list[Reading] = field(default_factory=list)
+
+    @property
+    def demand_ns(self) -> int | None:
+        """ns the thread ran or was runnable: its CPU demand, even on a saturated host."""
+        return None if self.run_ns is None or self.wait_ns is None else self.run_ns + self.wait_ns
+
+    def waits(self) -> Counter:
+        return Counter(r.cls for r in self.readings)
+
+    def dominant_state(self) -> str | None:
+        """The most frequent state, with the most frequent kernel wait channel when waiting."""
+        if not self.readings:
+            return None
+        cls = self.waits().most_common(1)[0][0]
+        wchans = Counter(r.wchan for r in self.readings if r.cls == cls and r.wchan)
+        return f"{cls} ({wchans.most_common(1)[0][0]})" if cls != "running" and wchans else cls
+
+
+def _row(row: list[Any]) -> tuple[int, float, float, str | None, str | None, int | None, int | None, int | None]:
+    tid, user_s, sys_s, state, wchan, *sched = row
+    run_ns, wait_ns, slices = (list(sched) + [None, None, None])[:3]
+    return tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices
+
+
+def thread_usage(records: list[dict[str, Any]]) -> dict[int, ThreadUsage]:
+    """Fold time-ordered process records into per-thread usage and readings."""
+    threads: dict[int, ThreadUsage] = {}
+    first: dict[int, tuple] = {}
+    prev: dict[int, tuple[float, float]] = {}
+    for rec in records:
+        for row in rec.get("threads", []):
+            tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices = _row(row)
+            tu = threads.setdefault(tid, ThreadUsage(tid))
+            f = first.setdefault(tid, (user_s + sys_s, run_ns, wait_ns, slices))
+            tu.cpu_s = user_s + sys_s - f[0]
+            if run_ns is not None and f[1] is not None:
+                tu.run_ns, tu.wait_ns, tu.slices = run_ns - f[1], wait_ns - f[2], slices - f[3]
+            pu, ps = prev.get(tid, (user_s, sys_s))
+            du, ds = user_s - pu, sys_s - ps
+            prev[tid] = (user_s, sys_s)
+            share = ds / (du + ds) if du + ds > 0 else None
+            tu.readings.append(Reading(rec["t_ns"], wait_class(state, wchan), wchan, share))
+    return threads
+
+
+class KernelTimeline:
+    """Nearest kernel reading of a thread at a given time (for joins with py-spy samples)."""
+
+    def __init__(self, threads: dict[int, ThreadUsage]):
+        self._threads = threads
+        self._t = {tid: [r.t_ns for r in tu.readings] for tid, tu in threads.items()}
+
+    def at(self, tid: int, t_ns: int, tolerance_ns: int) -> Reading | None:
+        """The reading nearest to ``t_ns`` if one lies within ``tolerance_ns``, else None."""
+        times = self._t.get(tid)
+        if not times:
+            return None
+        i = bisect.bisect_left(times, t_ns)
+        best = min((j for j in (i - 1, i) if 0 <= j < len(times)), key=lambda j: abs(times[j] - t_ns))
+        return self._threads[tid].readings[best] if abs(times[best] - t_ns) <= tolerance_ns else None

@@ -32,6 +32,12 @@ class CaptureOptions:
     pyspy_window_s: float = 5.0
     pyspy_path: str | None = None
     skip: tuple[str, ...] = ()
+    torch_window_s: float = 10.0  # agent: torch profiler window at the start of the capture (capped)
+    agent_inject: bool = False  # agent: load it with sys.remote_exec (Python >= 3.14) when absent
+    otlp_listen: str | None = None  # --otlp-listen HOST:PORT for the OTLP/HTTP receiver
+    otlp_max_body_bytes: int = 8 * 1024 * 1024
+    gpu_rate_hz: float = 10.0  # NVML polling rate (GPM and DCGM run slower, see their modules)
+    dcgm_url: str | None = None  # --dcgm: dcgm-exporter /metrics URL or dcgm://HOST[:PORT]
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,14 @@ containers; the frame catalog matches calls such as ``sock.recv(`` that have no 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -34,6 +36,10 @@ from diagnose.target import Target
 ENV_BINARY = "DIAGNOSE_PY_SPY"
 _COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
 _PROBE_TIMEOUT_S = 15.0
+PROBE_ATTEMPTS = 3
+MAX_FAILED_WINDOWS = 3  # consecutive windows without output before py-spy is given up
+WINDOW_GRACE_S = 5.0  # py-spy counts samples, not seconds: cut a window that overruns by this
+MAX_SOURCE_BYTES = 8 << 20
 
 
 def find_pyspy(explicit: str | None = None) -> str | None:
@@ -63,10 +69,18 @@ def classify_failure(output: str, target_alive: bool) -> str:
         return "process gone: the target exited before py-spy could read it"
     if "failed to find python version" in text or "failed to find a python interpreter" in text:
         return "not a Python process: py-spy found no Python interpreter in the target"
+    if "failed to convert utf8" in text:
+        return ("py-spy cannot read the target: its command line or a path is not valid UTF-8 "
+                "(a py-spy limitation); process metrics are still captured")
     if "unsupported version" in text or "unknown python version" in text:
         return "unsupported Python version: upgrade py-spy (pip install -U py-spy)"
     first = next((ln.strip() for ln in output.splitlines() if ln.strip().startswith("Error")), "")
     return f"py-spy cannot read the target: {first or output.strip()[:200] or 'no output'}"
+
+
+def _transient(output: str) -> bool:
+    """A non-blocking read can catch the target mid-update of its frame list: retry those."""
+    return "failed to get stack traces" in output.lower() or "failed to copy" in output.lower()
 
 
 def _pyspy_env() -> dict[str, str]:
@@ -97,18 +111,23 @@ class PySpyCollector(Collector):
             where = options.pyspy_path or os.environ.get(ENV_BINARY)
             hint = f" ({where} is not executable)" if where else ""
             return Probe(False, f"py-spy not found{hint}: pip install py-spy")
-        try:
-            res = subprocess.run(
-                [self._binary, "dump", "--pid", str(target.pid), "--nonblocking"],
-                capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, env=_pyspy_env(),
-            )
-        except subprocess.TimeoutExpired:
-            return Probe(False, f"py-spy dump did not answer within {_PROBE_TIMEOUT_S:.0f} s")
-        except OSError as exc:
-            return Probe(False, f"cannot run {self._binary}: {exc}")
-        if res.returncode != 0:
-            return Probe(False, classify_failure(res.stderr + res.stdout, target.alive()))
-        return Probe(True)
+        for _attempt in range(PROBE_ATTEMPTS):
+            try:
+                res = subprocess.run(
+                    [self._binary, "dump", "--pid", str(target.pid), "--nonblocking"],
+                    capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, env=_pyspy_env(),
+                    start_new_session=True,  # a terminal Ctrl-C is diagnose's to handle
+                )
+            except subprocess.TimeoutExpired:
+                return Probe(False, f"py-spy dump did not answer within {_PROBE_TIMEOUT_S:.0f} s")
+            except OSError as exc:
+                return Probe(False, f"cannot run {self._binary}: {exc}")
+            if res.returncode == 0:
+                return Probe(True)
+            output = res.stderr + res.stdout
+            if not _transient(output):
+                break
+        return Probe(False, classify_failure(output, target.alive()))
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self._target, self._options, self._bundle = target, options, bundle
@@ -137,13 +156,21 @@ class PySpyCollector(Collector):
         return cmd
 
     def _loop(self) -> None:
-        while not self._stop.is_set() and self._failure is None:
-            remaining = self._deadline - time.monotonic()
-            if remaining < 0.5 or not self._target.alive():
-                break
-            self._record_window(min(self._options.pyspy_window_s, remaining))
+        failed = 0
+        try:
+            while not self._stop.is_set() and self._failure is None:
+                remaining = self._deadline - time.monotonic()
+                if remaining < 0.5 or not self._target.alive():
+                    break
+                error = self._record_window(min(self._options.pyspy_window_s, remaining))
+                failed = failed + 1 if error else 0
+                if failed >= MAX_FAILED_WINDOWS:
+                    self._failure = error
+        except Exception as exc:  # never let the sampling thread die silently: say why it stopped
+            self._failure = f"py-spy collector stopped: {type(exc).__name__}: {exc}"
 
-    def _record_window(self, window_s: float) -> None:
+    def _record_window(self, window_s: float) -> str | None:
+        """Record one window; return the failure reason if it produced no output."""
         self._windows += 1
         rel = f"pyspy/window-{self._windows:04d}.json"
         out = self._bundle.path / rel
@@ -156,10 +183,10 @@ class PySpyCollector(Collector):
                     start_new_session=True,  # a terminal Ctrl-C must not kill it before it writes
                     env=_pyspy_env(),
                 )
-            output, _ = self._child.communicate()
+            output = self._wait_child(window_s)
         except OSError as exc:
             self._failure = f"cannot run py-spy: {exc}"
-            return
+            return self._failure
         exit_ns = time.time_ns()
         rc = self._child.returncode
         m = _COUNTS.search(output or "")
@@ -167,10 +194,10 @@ class PySpyCollector(Collector):
         self._samples += samples
         self._errors += errors
         if not out.is_file():
-            if self._target.alive() and not self._stop.is_set():
-                self._failure = classify_failure(output or "", self._target.alive())
             self._windows -= 1
-            return
+            if self._target.alive() and not self._stop.is_set():
+                return classify_failure(output or "", True)
+            return None
         os.chmod(out, 0o600)
         last_ts_us = self._scan_window(out)
         # ts 0 lies between the spawn and (exit - recorded span); take the middle of that interval.
@@ -182,6 +209,23 @@ class PySpyCollector(Collector):
             "rate_hz": self._options.rate_hz, "ended_by": _ended_by(output or ""),
             "blocking": self._options.native,
         })
+        return None
+
+    def _wait_child(self, window_s: float) -> str:
+        """Wait for the window's py-spy; one that overruns (it counts samples, not seconds, and
+        falls behind on targets with many threads) is told to stop and write what it has."""
+        child = self._child
+        try:
+            output, _ = child.communicate(timeout=window_s + WINDOW_GRACE_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGINT)
+            try:
+                output, _ = child.communicate(timeout=WINDOW_GRACE_S * 2)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                output, _ = child.communicate()
+        return output or ""
 
     def _scan_window(self, path: Path) -> float:
         """Record new source lines of this window; return its last ts (us)."""
@@ -205,12 +249,10 @@ class PySpyCollector(Collector):
         if filename not in self._file_cache:
             self._file_cache[filename] = None
             for candidate in (f"/proc/{self._target.pid}/root{filename}", filename):
-                try:
-                    with open(candidate, encoding="utf-8", errors="replace") as fh:
-                        self._file_cache[filename] = fh.read().splitlines()
+                text = _read_source(candidate)
+                if text is not None:
+                    self._file_cache[filename] = text.splitlines()
                     break
-                except OSError:
-                    continue
         lines = self._file_cache[filename]
         if lines is None or line > len(lines):
             return None
@@ -245,6 +287,20 @@ class PySpyCollector(Collector):
             )
         note = "blocking mode (--native): the target paused at each sample" if self._options.native else None
         return CollectorStatus(self.name, CollectorState.OK, note, counts, streams)
+
+
+def _read_source(path: str) -> str | None:
+    """Text of a regular source file of bounded size; None for anything else. Frame filenames come
+    from the target and may name a FIFO or a device (exec(compile(src, "/dev/zero", ...)))."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
+            return None
+        return fh.read(MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
 
 
 def _ended_by(output: str) -> str:

@@ -7,8 +7,10 @@ behind by a killed capture is still readable: a torn last line of a stream is sk
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import threading
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -64,20 +66,35 @@ def bundle_dir_name(pid: int, when: datetime) -> str:
     return f"diagnose-{pid}-{when.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
 
 
-def _open_private(path: Path, mode: str):
-    """Open ``path`` for writing with 0600 permissions whatever the umask."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
-    fd = os.open(path, flags, 0o600)
+def _open_private(path: Path, mode: str, exclusive: bool = False):
+    """Open ``path`` for writing with 0600 permissions whatever the umask.
+
+    Never follows a symlink (a bundle may sit in a directory another user can write to, and root
+    may analyse it). Text is UTF-8; undecodable bytes from the target (argv, paths) are escaped.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if "a" in mode else os.O_TRUNC)
+    fd = os.open(path, flags | (os.O_EXCL if exclusive else 0), 0o600)
     os.fchmod(fd, 0o600)
-    return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")
 
 
 def write_private_text(path: Path, text: str) -> None:
-    """Write ``text`` atomically (temp file + rename) with mode 0600."""
+    """Write ``text`` atomically (fresh temp file + rename) with mode 0600. Raises OSError."""
     tmp = path.with_name(path.name + ".tmp")
-    with _open_private(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        os.unlink(tmp)  # a stale temp file, or a planted symlink: removed, never followed
+    except FileNotFoundError:
+        pass
+    try:
+        with _open_private(tmp, "w", exclusive=True) as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class JsonlStream:
@@ -161,13 +178,14 @@ class Bundle:
         """Raises BundleError when ``path`` has no readable manifest.json."""
         mpath = Path(path) / MANIFEST
         try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+            manifest = json.loads(mpath.read_text(encoding="utf-8", errors="replace"))
         except FileNotFoundError:
             raise BundleError(f"{path} is not a diagnose bundle (no {MANIFEST})") from None
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"cannot read {mpath}: {exc}") from None
-        if not isinstance(manifest, dict):
-            raise BundleError(f"{mpath} does not hold a JSON object")
+        except (OSError, ValueError, RecursionError) as exc:
+            raise BundleError(f"cannot read {mpath}: {str(exc)[:200]}") from None
+        problem = _manifest_problem(manifest)
+        if problem:
+            raise BundleError(f"{mpath} is malformed: {problem}")
         return cls(Path(path), manifest)
 
     @property
@@ -177,12 +195,24 @@ class Bundle:
         }
 
     def has(self, name: str) -> bool:
-        return (self.path / name).is_file()
+        return self.member(name) is not None
+
+    def member(self, name: str) -> Path | None:
+        """The regular file ``name`` inside the bundle, or None: never a path that leaves the
+        bundle (``../``, absolute, symlinks out) nor a device or FIFO named by a hand-edited index."""
+        if not isinstance(name, str):
+            return None
+        p = self.path / name
+        try:
+            inside = p.resolve().is_relative_to(self.path.resolve())
+            return p if inside and stat.S_ISREG(p.stat().st_mode) else None
+        except (OSError, ValueError):
+            return None
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         """Yield the records of JSON Lines stream ``name``; absent stream yields nothing."""
-        p = self.path / name
-        if not p.is_file():
+        p = self.member(name)
+        if p is None:
             return
         with open(p, encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -191,15 +221,41 @@ class Bundle:
                     continue
                 try:
                     rec = json.loads(line)
-                except ValueError:
-                    self.torn_lines[name] = self.torn_lines.get(name, 0) + 1
-                    continue
+                except (ValueError, RecursionError):
+                    rec = None
                 if isinstance(rec, dict):
                     yield rec
+                else:
+                    self.torn_lines[name] = self.torn_lines.get(name, 0) + 1
 
     def read_json(self, name: str) -> Any:
         """Read a JSON file of the bundle; raises BundleError if missing or malformed."""
+        p = self.member(name)
+        if p is None:
+            raise BundleError(f"{self.path / name} is not a regular file inside the bundle")
         try:
-            return json.loads((self.path / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"cannot read {self.path / name}: {exc}") from None
+            return json.loads(p.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise BundleError(f"cannot read {p}: {str(exc)[:200]}") from None
+
+
+def _manifest_problem(m: Any) -> str | None:
+    """Why a decoded manifest cannot be used, or None. Only the shape analysis relies on."""
+    if not isinstance(m, dict):
+        return "not a JSON object"
+    if not isinstance(m.get("collectors", []), list):
+        return "'collectors' is not a list"
+    for c in m.get("collectors", []):
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            return "a collector entry has no name"
+        if c.get("state", "failed") not in {s.value for s in CollectorState}:
+            return f"collector {c['name']!r} has an unknown state {c.get('state')!r}"
+        if not isinstance(c.get("counts") or {}, dict):
+            return f"collector {c['name']!r} has counts that are not an object"
+    for key in ("started_ns", "ended_ns"):
+        v = m.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**63):
+            return f"'{key}' is not a Unix time in ns"
+    if not isinstance(m.get("target", {}), dict):
+        return "'target' is not an object"
+    return None

@@ -51,17 +51,22 @@ class Capture:
     out_dir: Path
     command: list[str] = field(default_factory=lambda: list(sys.argv))
     collectors: tuple[Collector, ...] | None = None
+    # Set as soon as the bundle directory exists, so a live view can read the partial bundle.
+    bundle_path: Path | None = field(default=None, init=False)
 
     def run(
         self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
     ) -> CaptureResult:
         collectors = self.collectors or tuple(c() for c in COLLECTORS)
         writer = BundleWriter.create(self.out_dir, self.target.pid, datetime.now(timezone.utc))
+        self.bundle_path = writer.path
         started_ns = time.time_ns()
         statuses = self._probe_and_start(collectors, writer)
-        self._write_manifest(writer, started_ns, None, "capturing", statuses.values())
-        end_reason = self._wait(collectors, statuses, stop, on_progress)
-        final = self._stop_all(collectors, statuses)
+        try:
+            self._write_manifest(writer, started_ns, None, "capturing", statuses.values())
+            end_reason = self._wait(collectors, statuses, stop, on_progress)
+        finally:  # a full disk or any error: started collectors (and py-spy children) still stop
+            final = self._stop_all(collectors, statuses)
         ended_ns = time.time_ns()
         partial = end_reason != "duration reached" or any(
             s.state == CollectorState.PARTIAL for s in final

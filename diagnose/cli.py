@@ -5,6 +5,7 @@ Exit codes: 0 ok · 1 regression found by compare · 2 usage or target error · 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -51,9 +52,43 @@ def check_out_dir(out: Path) -> Path:
     return out
 
 
+STOP_SIGNALS = ((signal.SIGINT, "interrupted (SIGINT)"), (signal.SIGTERM, "terminated (SIGTERM)"),
+                (signal.SIGHUP, "hung up (SIGHUP, terminal closed)"))
+
+
 def install_stop_handlers(stop: StopFlag) -> None:
-    for sig, name in ((signal.SIGINT, "interrupted (SIGINT)"), (signal.SIGTERM, "terminated (SIGTERM)")):
+    """During a capture, Ctrl-C, kill and a dropped SSH session end it cleanly (partial bundle)."""
+    for sig, name in STOP_SIGNALS:
         signal.signal(sig, lambda *_a, _n=name: stop.trigger(_n))
+
+
+def _exit_on_signal(signum: int, _frame) -> None:
+    raise SystemExit(128 + signum)  # unwinds: `finally` blocks stop children (the demo's service)
+
+
+def restore_signal_handlers() -> None:
+    """Outside a capture a signal aborts (the bundle is complete); cleanup code still runs."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGHUP, _exit_on_signal)
+
+
+class Duration(click.ParamType):
+    """Seconds, finite, from 1 s to 1 day (NaN and inf would never end a capture)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 1.0 <= seconds <= 86400.0:
+            self.fail(f"{value!r} is not between 1 and 86400 seconds", param, ctx)
+        return seconds
+
+
+DURATION = Duration()
 
 
 def show_tty(no_tui: bool) -> bool:
@@ -74,7 +109,7 @@ def collector_names() -> list[str]:
 
 def capture_options(f):
     for opt in reversed((
-        click.option("--duration", type=click.FloatRange(min=1.0), default=30.0, show_default=True,
+        click.option("--duration", type=DURATION, default=30.0, show_default=True,
                      help="Capture length in seconds."),
         click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
                      help="Directory in which the bundle directory is created."),
@@ -86,20 +121,57 @@ def capture_options(f):
                      type=click.Choice(collector_names()),
                      help="Do not run this collector (repeatable)."),
         click.option("--no-tui", is_flag=True, help="Headless: no live progress line."),
+        click.option("--torch-window", type=click.FloatRange(0.0, 60.0), default=10.0, show_default=True,
+                     help="Agent: torch profiler window (s) at the start of the capture; 0 = none."),
+        click.option("--inject", is_flag=True,
+                     help="Load the agent into a target without one (Python >= 3.14, sys.remote_exec)."),
+        click.option("--otlp-listen", metavar="HOST:PORT", callback=_check_otlp_listen,
+                     help="Receive OTLP/HTTP spans (POST /v1/traces) during the capture; "
+                          "host defaults to 127.0.0.1."),
+        click.option("--gpu-rate", type=click.FloatRange(0.5, 100.0), default=10.0, show_default=True,
+                     help="NVML polling rate (Hz); GPM samples at 2 Hz, DCGM at 1 Hz."),
+        click.option("--dcgm", metavar="URL", callback=_check_dcgm,
+                     help="Scrape this dcgm-exporter (http://HOST:9400/metrics) or read "
+                          "nv-hostengine (dcgm://HOST) for SM/DRAM/tensor activity."),
     )):
         f = opt(f)
     return f
 
 
+def _check_otlp_listen(ctx, param, value: str | None) -> str | None:
+    from diagnose.collectors.otlp import parse_listen
+
+    if value is None:
+        return None
+    try:
+        host, port = parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _check_dcgm(ctx, param, value: str | None) -> str | None:
+    from diagnose.collectors.dcgm import parse_dcgm_target
+
+    if value is not None:
+        try:
+            parse_dcgm_target(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: bool = False,
                 subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
+                torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
+                gpu_rate: float = 10.0, dcgm: str | None = None,
                 command: list[str] | None = None) -> int:
     """Attach, capture, analyse, report. Returns the exit code."""
     from diagnose.capture import Capture
     from diagnose.collectors import CaptureOptions
     from diagnose.finish import analyze_and_write
-    from diagnose.progress import live_progress
     from diagnose.target import AttachLock, TargetError, resolve_target
+    from diagnose.tui.runner import capture_with_view
 
     try:
         target = resolve_target(pid)
@@ -107,24 +179,34 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
         raise fail(str(exc))
     out = check_out_dir(out)
     options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native,
-                             subprocesses=subprocesses, skip=tuple(skip))
+                             subprocesses=subprocesses, skip=tuple(skip),
+                             torch_window_s=torch_window, agent_inject=inject, otlp_listen=otlp_listen,
+                             gpu_rate_hz=gpu_rate, dcgm_url=dcgm)
     stop = StopFlag()
     install_stop_handlers(stop)
     os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
     try:
-        with AttachLock(pid), live_progress(show_tty(no_tui)) as progress:
-            result = Capture(target, options, out, command or list(sys.argv)).run(stop, progress)
+        with AttachLock(pid):  # the live TUI on a terminal, else the progress line or headless
+            result = capture_with_view(Capture(target, options, out, command or list(sys.argv)),
+                                       stop, no_tui)
     except TargetError as exc:
         raise fail(str(exc))
     except OSError as exc:
-        raise fail(f"cannot write the bundle under {out}: {exc}")
-    _, analysis = analyze_and_write(result.bundle_path)
+        raise fail(f"cannot write the bundle under {out}: {exc}", EXIT_NOTHING)
+    finally:
+        restore_signal_handlers()
+    try:
+        _, analysis = analyze_and_write(result.bundle_path)
+    except OSError as exc:
+        raise fail(f"captured into {result.bundle_path} but cannot write its report: {exc.strerror}; "
+                   f"free space there, then run `diagnose analyze {result.bundle_path}`", EXIT_NOTHING)
     v = analysis.verdict
     click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else "")
                + f", confidence {v.confidence:.2f}")
     click.echo(v.headline)
     for st in result.statuses:
-        if st.state.value not in ("ok",):
+        requested = not (st.reason or "").startswith(("not requested", "skipped"))
+        if st.state.value != "ok" and requested:
             click.echo(f"collector {st.name}: {st.state.value}: {st.reason}", err=True)
     if result.partial:
         click.echo(f"partial capture: {result.end_reason}", err=True)
@@ -140,35 +222,111 @@ def attach(pid: int, **kw) -> None:
     sys.exit(run_capture(pid, **kw))
 
 
+@main.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True,
+                                               "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--capture", "capture_s", type=DURATION, metavar="SECONDS",
+              help="Also capture the command for SECONDS once its agent is up, then write the report.")
+@click.option("--after", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="With --capture: wait this many seconds after the start first (model loading).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="With --capture: directory in which the bundle directory is created.")
+@click.option("--no-tui", is_flag=True, help="Headless: no live progress line.")
+@click.option("--torch-window", type=click.FloatRange(0.0, 60.0), default=10.0, show_default=True,
+              help="With --capture: torch profiler window (s).")
+@click.option("--otlp-listen", metavar="HOST:PORT", callback=_check_otlp_listen,
+              help="With --capture: also receive OTLP/HTTP spans on HOST:PORT.")
+@click.option("--nvtx", is_flag=True, help="Mirror OpenTelemetry spans as NVTX ranges (nvtx package).")
+@click.option("--print-env", is_flag=True, help="Print the environment that enables the agent, and exit.")
+def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Path, no_tui: bool,
+        torch_window: float, otlp_listen: str | None, nvtx: bool, print_env: bool) -> None:
+    """Run COMMAND with the diagnose agent preloaded; it idles until `diagnose attach <pid>`.
+
+    Example: diagnose run -- python serve.py --port 8000. Exit code: the command's.
+    """
+    from diagnose.agent.run import RunError, exec_command, print_env as env_lines, run_with_capture
+
+    if print_env:
+        click.echo(env_lines(nvtx))
+        return
+    if not command:
+        raise fail("no command given: diagnose run [OPTIONS] -- COMMAND [ARGS...]")
+
+    def capture(pid: int) -> int:
+        try:
+            return run_capture(pid, capture_s, out, no_tui=no_tui, torch_window=torch_window,
+                               otlp_listen=otlp_listen)
+        except click.exceptions.Exit as exc:  # already reported; the command keeps running
+            return exc.exit_code
+
+    try:
+        if capture_s is None:
+            exec_command(list(command), nvtx)
+        check_out_dir(out)
+        code = run_with_capture(list(command), nvtx, after, capture)
+    except RunError as exc:
+        raise fail(str(exc))
+    sys.exit(code)
+
+
 @main.command(epilog=EPILOG)
-@click.argument("bundle", type=click.Path(path_type=Path))
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path),
+                metavar="BUNDLE | FILES...")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="Directory in which a bundle built from FILES is created.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
               show_default=True, help="What to print: a summary, findings.json or report.md.")
 @click.option("--thresholds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help='JSON file of threshold overrides: {"<rule_id>:<signal>": value}.')
-def analyze(bundle: Path, fmt: str, thresholds: Path | None) -> None:
-    """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md."""
-    from diagnose.bundle import FINDINGS, REPORT, BundleError
+def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None) -> None:
+    """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md.
+
+    Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON or
+    console-exporter span dumps, py-spy raw/speedscope/chrometrace output) and analyse it.
+    """
+    bundle = _bundle_from_inputs(inputs, out)
+    from diagnose.bundle import FINDINGS, REPORT, BundleError, write_private_text
 
     overrides = _load_thresholds(thresholds)
-    from diagnose.finish import analyze_and_write
+    from diagnose.finish import analyze_and_write, documents
+    from diagnose.verdict import ThresholdError
 
     try:
-        _, analysis = analyze_and_write(bundle, overrides, write=os.access(bundle, os.W_OK))
+        b, analysis = analyze_and_write(bundle, overrides, write=False)
     except BundleError as exc:
         raise fail(f"{exc}; pass the directory that `diagnose attach` created")
-    except KeyError as exc:
-        raise fail(f"{exc.args[0]} in {thresholds}")
+    except ThresholdError as exc:
+        raise fail(f"{exc} in {thresholds}")
+    docs = documents(b, analysis)
+    try:
+        for name, text in docs.items():
+            write_private_text(b.path / name, text)
+    except OSError as exc:
+        click.echo(f"diagnose: warning: cannot rewrite {b.path}: {exc.strerror}; printing only", err=True)
     if fmt == "json":
-        click.echo((bundle / FINDINGS).read_text() if (bundle / FINDINGS).is_file() else "", nl=False)
+        click.echo(docs[FINDINGS], nl=False)
     elif fmt == "md":
-        click.echo((bundle / REPORT).read_text(), nl=False)
+        click.echo(docs[REPORT], nl=False)
     else:
         v = analysis.verdict
         click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
         click.echo(v.headline)
         for f in analysis.findings:
             click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
+
+
+def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
+    """A bundle directory as given, or one built from artifact files (path on stderr)."""
+    from diagnose.importers import ImportFailed, import_files, is_bundle_input
+
+    if is_bundle_input(inputs):
+        return inputs[0]
+    try:
+        bundle = import_files(list(inputs), check_out_dir(out))
+    except ImportFailed as exc:
+        raise fail(str(exc))
+    click.echo(f"bundle: {bundle}", err=True)
+    return bundle
 
 
 def _load_thresholds(path: Path | None) -> dict[str, float] | None:
@@ -203,20 +361,42 @@ def report(bundle: Path, fmt: str, output: Path | None) -> None:
         raise fail(str(exc))
     text = RENDERERS[fmt]().render(run_analysis(b), b.manifest)
     if output:
-        output.write_text(text)
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory")
         click.echo(f"wrote {output}")
     else:
         click.echo(text, nl=False)
 
 
+@main.command(epilog=EPILOG)
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--live", is_flag=True, help="Show the live dashboard as it looked when the capture ended.")
+@click.option("--export-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Where the e/j/p keys write their exports.")
+@click.option("--no-tui", is_flag=True, help="Print the Markdown report instead (also when not a terminal).")
+def tui(bundle: Path, live: bool, export_dir: Path, no_tui: bool) -> None:
+    """Browse a bundle: verdict, findings with evidence, stacks, GPU gaps, collectors."""
+    from diagnose.bundle import BundleError
+    from diagnose.tui.runner import browse_bundle
+
+    try:
+        sys.exit(browse_bundle(bundle, no_tui, export_dir, live))
+    except BundleError as exc:
+        raise fail(f"{exc}; pass the directory that `diagnose attach` created")
+
+
 @main.command()
 @click.option("--pid", type=int, help="Also check that this process can be profiled.")
-def doctor(pid: int | None) -> None:
-    """Check what this host offers: py-spy and ptrace, psutil, NVML, torch, terminal."""
+@click.option("--dcgm", metavar="URL", callback=_check_dcgm,
+              help="Also check this dcgm-exporter (or dcgm://HOST) and list the fields it offers.")
+def doctor(pid: int | None, dcgm: str | None) -> None:
+    """Check what this host offers: py-spy and ptrace, psutil, NVML/GPM/DCGM, torch, terminal."""
     from diagnose.doctor import run_checks
 
     ok = True
-    for check in run_checks(pid):
+    for check in run_checks(pid, dcgm):
         mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[check.level]
         click.echo(f"[{mark}] {check.name}: {check.detail}" + (f" -> {check.fix}" if check.fix else ""))
         ok &= check.level != "fail"
@@ -224,7 +404,7 @@ def doctor(pid: int | None) -> None:
 
 
 @main.command(epilog=EPILOG)
-@click.option("--duration", type=click.FloatRange(min=1.0), default=15.0, show_default=True,
+@click.option("--duration", type=DURATION, default=15.0, show_default=True,
               help="Capture length in seconds.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which the bundle directory is created.")
@@ -234,6 +414,7 @@ def demo(duration: float, out: Path, no_tui: bool) -> None:
     from diagnose.demo.runner import DemoError, running_demo
 
     check_out_dir(out)
+    restore_signal_handlers()  # SIGTERM while the demo starts must still stop its children
     try:
         with running_demo() as service:
             click.echo(f"demo service pid {service.pid} on {service.url}, load generator running")

@@ -46,7 +46,10 @@ def check_pyspy(pid: int | None) -> list[Check]:
 def _ptrace_check() -> Check:
     scope_file = Path("/proc/sys/kernel/yama/ptrace_scope")
     if os.geteuid() == 0:
-        return Check("ptrace", "ok", "running as root: may attach to any process")
+        if _has_cap_sys_ptrace():
+            return Check("ptrace", "ok", "root with CAP_SYS_PTRACE: may attach to any process")
+        return Check("ptrace", "warn", "root without CAP_SYS_PTRACE (a container?): attaching to "
+                     "processes of other users fails", "add the capability, e.g. --cap-add SYS_PTRACE")
     if not scope_file.exists():
         return Check("ptrace", "ok", "no Yama LSM: may attach to processes of the same user")
     scope = scope_file.read_text().strip()
@@ -54,6 +57,17 @@ def _ptrace_check() -> Check:
         return Check("ptrace", "ok", "kernel.yama.ptrace_scope=0: may attach to processes of the same user")
     return Check("ptrace", "warn", f"kernel.yama.ptrace_scope={scope}: attaching needs root or CAP_SYS_PTRACE",
                  "sudo sysctl kernel.yama.ptrace_scope=0, or run diagnose as root")
+
+
+def _has_cap_sys_ptrace() -> bool:
+    """CAP_SYS_PTRACE (bit 19) in this process's effective capability set (/proc/self/status)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> 19 & 1)
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def check_module(name: str, dist: str, purpose: str, required: bool) -> Check:
@@ -66,24 +80,6 @@ def check_module(name: str, dist: str, purpose: str, required: bool) -> Check:
         return Check(name, "ok", f"importable ({purpose})")
 
 
-def check_nvml() -> Check:
-    if importlib.util.find_spec("pynvml") is None:
-        return Check("NVML", "warn", "nvidia-ml-py not installed", "pip install nvidia-ml-py")
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return Check("NVML", "warn", f"unavailable: {exc} (no NVIDIA driver/GPU on this host)",
-                     "GPU counters will be reported as unknown")
-    try:
-        n = pynvml.nvmlDeviceGetCount()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return Check("NVML", "ok", f"{n} GPU(s), driver {driver}")
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def check_terminal() -> Check:
     tty = sys.stdout.isatty()
     term = os.environ.get("TERM", "")
@@ -92,11 +88,15 @@ def check_terminal() -> Check:
     return Check("terminal", "ok", "not a TTY (or TERM=dumb): headless output")
 
 
-def run_checks(pid: int | None = None) -> list[Check]:
+def run_checks(pid: int | None = None, dcgm_url: str | None = None) -> list[Check]:
+    from diagnose.agent.doctor import agent_checks  # the in-process agent of --pid
+    from diagnose.gpu_doctor import gpu_checks  # NVML, GPM, DCGM: diagnose/gpu_doctor.py
+
     return [
         *check_pyspy(pid),
+        *agent_checks(pid),
         check_module("psutil", "psutil", "process and host metrics", True),
-        check_nvml(),
+        *gpu_checks(dcgm_url),
         check_module("torch", "torch", "only needed inside the target for kernel timelines", False),
         check_terminal(),
     ]

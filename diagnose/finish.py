@@ -13,11 +13,17 @@ def analyze_and_write(path: Path, overrides: dict[str, float] | None = None,
                       write: bool = True) -> tuple[Bundle, Analysis]:
     """Analyse the bundle at ``path``; with ``write`` store findings.json and report.md beside it.
 
-    Raises BundleError (not a bundle), KeyError (unknown threshold), OSError (cannot write).
+    Raises BundleError (not a bundle), ThresholdError (bad override), OSError (cannot write).
     """
     bundle = Bundle.open(path)
     analysis = analyze(bundle, overrides)
     if write:
-        write_private_text(bundle.path / FINDINGS, RENDERERS["json"]().render(analysis, bundle.manifest))
-        write_private_text(bundle.path / REPORT, RENDERERS["md"]().render(analysis, bundle.manifest))
+        for name, text in documents(bundle, analysis).items():
+            write_private_text(bundle.path / name, text)
     return bundle, analysis
+
+
+def documents(bundle: Bundle, analysis: Analysis) -> dict[str, str]:
+    """The bundle's generated files, rendered: {findings.json: ..., report.md: ...}."""
+    return {FINDINGS: RENDERERS["json"]().render(analysis, bundle.manifest),
+            REPORT: RENDERERS["md"]().render(analysis, bundle.manifest)}

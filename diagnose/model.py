@@ -102,6 +102,7 @@ class Finding:
     confidence: float
     evidence: tuple[Evidence, ...]
     suggestions: tuple[str, ...]
+    blocks_verdict: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

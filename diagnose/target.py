@@ -1,15 +1,14 @@
 """The process being diagnosed: identification, liveness and the one-capture-per-pid lock."""
 from __future__ import annotations
 
-import fcntl
 import os
 import platform
+import socket
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 
 class TargetError(Exception):
@@ -41,6 +40,8 @@ class Target:
 
     def alive(self) -> bool:
         """True while the same process (pid and start time) still runs and is not a zombie."""
+        import psutil  # lazy: the in-process agent imports this module in targets without psutil
+
         try:
             p = psutil.Process(self.pid)
             return p.create_time() == self.create_time and p.status() != psutil.STATUS_ZOMBIE
@@ -50,8 +51,13 @@ class Target:
 
 def resolve_target(pid: int) -> Target:
     """Describe the live process ``pid``. Raises TargetError if it does not exist."""
+    import psutil
+
     if pid <= 0:
         raise TargetError(f"invalid pid {pid}: give the pid of a running process (see `ps aux`)")
+    if pid == os.getpid():
+        raise TargetError(f"pid {pid} is this diagnose process; give the pid of the service")
+    _refuse_non_process(pid)
     try:
         p = psutil.Process(pid)
         with p.oneshot():
@@ -68,7 +74,26 @@ def resolve_target(pid: int) -> Target:
     return Target(pid, name, exe, cmdline, username, uid, create_time, platform.node())
 
 
+PF_KTHREAD = 0x00200000  # include/linux/sched.h: task flag of kernel threads
+
+
+def _refuse_non_process(pid: int) -> None:
+    """Thread ids and kernel threads look like pids to psutil; neither can be profiled."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(errors="replace")
+        stat_fields = Path(f"/proc/{pid}/stat").read_text(errors="replace").rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return  # not Linux, or gone: psutil gives the precise error
+    tgid = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("Tgid:")), str(pid))
+    if tgid != str(pid):
+        raise TargetError(f"{pid} is a thread of process {tgid}, not a process; attach to {tgid}")
+    if len(stat_fields) > 6 and int(stat_fields[6]) & PF_KTHREAD:
+        raise TargetError(f"pid {pid} is a kernel thread: nothing to profile; give the pid of a user-space process")
+
+
 def _safe(fn, default):
+    import psutil
+
     try:
         return fn()
     except psutil.Error:
@@ -76,45 +101,66 @@ def _safe(fn, default):
 
 
 def runtime_dir() -> Path:
-    """Per-user runtime directory (0700): $XDG_RUNTIME_DIR/diagnose or <tmp>/diagnose-<uid>."""
+    """Per-user runtime directory (0700): $XDG_RUNTIME_DIR/diagnose or <tmp>/diagnose-<uid>.
+
+    Safe in a world-writable /tmp: a symlink or another user's directory is refused, never
+    followed or chmod-ed. $XDG_RUNTIME_DIR is used only when it belongs to this uid (``sudo -E``
+    keeps the invoking user's). Raises TargetError.
+    """
+    uid = os.getuid()
     base = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(base) / "diagnose" if base else Path(tempfile.gettempdir()) / f"diagnose-{os.getuid()}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
-    if st.st_uid != os.getuid():
+    if base and _owned_by(Path(base), uid):
+        path = Path(base) / "diagnose"
+    else:
+        path = Path(tempfile.gettempdir()) / f"diagnose-{uid}"
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise TargetError(f"cannot create {path}: {exc.strerror}; set XDG_RUNTIME_DIR to a private directory") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise TargetError(f"{path} is not a directory (a symlink?); remove it or set XDG_RUNTIME_DIR")
+    if st.st_uid != uid:
         raise TargetError(f"{path} belongs to uid {st.st_uid}, not to you; remove it or set XDG_RUNTIME_DIR")
-    os.chmod(path, 0o700)
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
     return path
 
 
-class AttachLock:
-    """An exclusive flock on ``attach-<pid>.lock``: one capture per target at a time.
+def _owned_by(path: Path, uid: int) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
 
-    The kernel drops the lock when the holder dies, so a crashed capture never blocks the next.
+
+class AttachLock:
+    """One capture per target at a time, for every user: a bound abstract Unix socket named after
+    the pid. The kernel releases it when the holder exits or dies, and it leaves no file behind
+    (no lock directory to pre-create or redirect, whatever $TMPDIR or $XDG_RUNTIME_DIR say).
     """
 
     def __init__(self, pid: int):
         self.pid = pid
-        self.path = runtime_dir() / f"attach-{pid}.lock"
-        self._fd: int | None = None
+        self._sock: socket.socket | None = None
 
     def __enter__(self) -> "AttachLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
+            sock.bind(f"\0diagnose-attach-{self.pid}")
+        except OSError:
+            sock.close()
             raise TargetError(
-                f"another diagnose capture (pid {holder}) is already attached to pid {self.pid}; "
+                f"another diagnose capture is already attached to pid {self.pid}; "
                 "wait for it to finish or stop it"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._fd = fd
+        self._sock = sock
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None

@@ -1,6 +1,7 @@
 """rules -> findings -> verdict. Pure functions over signals."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Iterable
 
@@ -11,13 +12,20 @@ from diagnose.rules import LAYER_PLAN, Rule
 BASE_CONFIDENCE = 0.6
 
 
+class ThresholdError(ValueError):
+    """A threshold override names no rule condition, or is not a finite number."""
+
+
 def apply_overrides(rules: Iterable[Rule], overrides: dict[str, float]) -> tuple[Rule, ...]:
-    """Replace thresholds: keys are ``<rule_id>:<signal>``. Raises KeyError for an unknown key."""
+    """Replace thresholds: keys are ``<rule_id>:<signal>``. Raises ThresholdError."""
     rules = tuple(rules)
     known = {f"{r.id}:{c.signal}" for r in rules for c in r.conditions}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise KeyError(f"unknown threshold {unknown[0]!r}; valid keys look like {sorted(known)[0]!r}")
+        raise ThresholdError(f"unknown threshold {unknown[0]!r}; valid keys look like {sorted(known)[0]!r}")
+    bad = sorted(k for k, v in overrides.items() if not math.isfinite(v))
+    if bad:
+        raise ThresholdError(f"threshold {bad[0]!r} is not a finite number")
     return tuple(
         replace(r, conditions=tuple(
             replace(c, threshold=float(overrides.get(f"{r.id}:{c.signal}", c.threshold)))
@@ -53,6 +61,7 @@ def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Fin
     return Finding(
         rule.id, rule.title, rule.summary.format(*values), rule.quadrant, rule.layer, rule.severity,
         BASE_CONFIDENCE + (1 - BASE_CONFIDENCE) * strength, evidence, rule.suggestions,
+        rule.blocks_verdict,
     )
 
 
@@ -67,6 +76,9 @@ def decide(findings: list[Finding], quality_factor: float = 1.0) -> Verdict:
         if f.quadrant is not None and f.confidence > scores[f.quadrant]:
             scores[f.quadrant] = f.confidence
             best[f.quadrant] = f
+    veto = next((f for f in findings if f.blocks_verdict), None)
+    if veto is not None:
+        return Verdict(Quadrant.UNKNOWN, None, scores, 0.0, f"No verdict: {veto.summary}")
     ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
     (top_q, top_s), (_, second_s) = ranked[0], ranked[1]
     if top_s <= 0:

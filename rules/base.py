@@ -38,6 +38,7 @@ class Rule:
     conditions: tuple[Condition, ...]
     summary: str
     suggestions: tuple[str, ...]
+    blocks_verdict: bool = False  # when it fires no quadrant is named (e.g. the target was stopped)
 
     @property
     def signals(self) -> tuple[str, ...]:

@@ -20,10 +20,10 @@ CPU_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "service.gil_bound", "Python threads saturate one core (GIL-bound)", Q.SERVICE, L.SERVICE, S.CRITICAL,
-        (Condition("cpu.python_demand_pct", ">=", 80.0, 15.0),
-         Condition("cpu.process_demand_pct", "<=", 135.0, 35.0)),
-        "The Python threads together demand {0:.0f}% of a core and the whole process {1:.0f}% "
-        "(CPU time plus time waiting for a core): Python work is serialized on one core (the GIL).",
+        (Condition("cpu.python_busy_pct", ">=", 80.0, 15.0),
+         Condition("cpu.process_util_pct", "<=", 135.0, 35.0)),
+        "A Python thread was running or waiting to run in {0:.0f}% of readings while the process "
+        "used {1:.0f}% of a core: Python work is serialized on one core (the GIL).",
         ("Run several worker processes (gunicorn/uvicorn workers, torch multiprocessing)",
          "Batch requests so the per-request Python overhead is paid once per batch",
          "Move CPU-heavy Python (pre/post-processing) to vectorized or native code"),
@@ -55,9 +55,9 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "io.blocked_in_stacks", "Threads wait on sockets or files", Q.IO, L.SYSTEM, S.CRITICAL,
         (Condition("cpu.category_share_pct[io_wait]", ">=", 40.0, 40.0),
-         Condition("cpu.python_demand_pct", "<=", 60.0, 40.0)),
-        "{0:.0f}% of active Python thread-time is blocked in socket/file reads or writes, while "
-        "the Python threads together demand only {1:.0f}% of a core.",
+         Condition("cpu.python_busy_pct", "<=", 60.0, 40.0)),
+        "{0:.0f}% of active Python thread-time is blocked in socket/file reads or writes; a Python "
+        "thread was running in only {1:.0f}% of readings.",
         ("Find the slow peer: add timeouts and measure its latency",
          "Use connection pools / keep-alive, async IO, or prefetch and cache inputs",
          "Overlap IO with compute (background readers, pinned-memory prefetch)"),
@@ -65,9 +65,9 @@ CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "io.blocked_in_kernel", "Threads sleep in kernel IO waits", Q.IO, L.SYSTEM, S.WARNING,
         (Condition("threads.blocked_io_share_pct", ">=", 40.0, 40.0),
-         Condition("cpu.python_demand_pct", "<=", 60.0, 40.0)),
+         Condition("cpu.python_busy_pct", "<=", 60.0, 40.0)),
         "{0:.0f}% of thread readings of work in progress sat in a kernel IO wait channel "
-        "(socket/pipe/disk); the Python threads together demand {1:.0f}% of a core.",
+        "(socket/pipe/disk); a Python thread was running in only {1:.0f}% of readings.",
         ("Check the network/disk peer the threads wait on (wchan in the thread table)",
          "Use async IO or more concurrent connections"),
     ),
@@ -117,6 +117,15 @@ CPU_RULES: tuple[Rule, ...] = (
         "{0:.0f}% of sampled thread-time was waiting for work and the process demanded {1:.1f}% "
         "of a core: there was no load to diagnose.",
         ("Capture again while the service is under representative load",),
+        blocks_verdict=True,
+    ),
+    Rule(
+        "secondary.target_stopped", "The target was stopped", None, L.SYSTEM, S.CRITICAL,
+        (Condition("threads.stopped_share_pct", ">=", 50.0, 50.0),),
+        "{0:.0f}% of thread readings found the target stopped (SIGSTOP, a debugger or a "
+        "suspended job): its stacks are frozen, not busy.",
+        ("Resume it (kill -CONT <pid> or detach the debugger) and capture again",),
+        blocks_verdict=True,
     ),
     Rule(
         "secondary.lock_contention", "Threads contend on locks", None, L.SERVICE, S.INFO,

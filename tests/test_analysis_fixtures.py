@@ -77,9 +77,11 @@ def test_torn_last_line_is_skipped_and_counted(tmp_path):
 def test_threshold_override_changes_the_verdict():
     bundle = Bundle.open(REPO / "fixtures" / "cpu" / "service-json")
     overrides = {"service.serialization:cpu.category_share_pct[serialization]": 101.0,
-                 "service.gil_bound:cpu.python_demand_pct": 101.0,
+                 "service.gil_bound:cpu.python_busy_pct": 101.0,
                  "service.python_overhead:cpu.category_share_pct[python]": 101.0}
     a = analyze(bundle, overrides)
     assert a.verdict.quadrant != Quadrant.SERVICE
-    with pytest.raises(KeyError):
+    from diagnose.verdict import ThresholdError
+
+    with pytest.raises(ThresholdError):
         analyze(bundle, {"no.such:rule": 1.0})

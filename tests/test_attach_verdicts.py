@@ -34,7 +34,9 @@ def test_json_serialization_loop_is_service_bound(workload, tmp_path):
     assert doc["signals"]["cpu.category_share_pct[serialization]"]["value"] > 50
     assert "serialize_payloads" in report
     assert any("serialize_payloads" in fr for s in doc["top_stacks"] for fr in s["frames"])
-    assert {c["name"]: c["state"] for c in doc["collectors"]} == {"pyspy": "ok", "process": "ok"}
+    states = {c["name"]: c["state"] for c in doc["collectors"]}
+    assert states["pyspy"] == states["process"] == "ok"
+    assert states["dcgm"] == "unavailable"  # GPU collectors report why they did not run (no --dcgm here)
     assert_private(bundle)
 
 
@@ -56,7 +58,7 @@ def test_torch_matmul_is_compute_bound(workload, tmp_path):
     assert doc["verdict"]["layer"] == "model"
     assert "matmul_loop" in report
     assert doc["signals"]["cpu.category_share_pct[framework_compute]"]["value"] > 50
-    assert doc["signals"]["cpu.process_util_pct"]["value"] > 100  # intra-op threads beyond the GIL
+    assert doc["signals"]["cpu.process_demand_pct"]["value"] > 100  # intra-op threads beyond the GIL
 
 
 def test_subprocesses_meters_and_samples_children(workload, tmp_path):

@@ -55,8 +55,8 @@ class MarkdownRenderer(Renderer):
 
     def render(self, analysis: Analysis, manifest: dict[str, Any]) -> str:
         lines: list[str] = []
-        for section in (self._head, self._findings, self._stacks, self._threads, self._signals,
-                        self._not_judged, self._collectors):
+        for section in (self._head, self._findings, self._timeline, self._gpus, self._stacks,
+                        self._threads, self._signals, self._not_judged, self._collectors):
             lines += section(analysis, manifest)
         return "\n".join(lines).rstrip() + "\n"
 
@@ -96,6 +96,16 @@ class MarkdownRenderer(Renderer):
                 for e in f.evidence])
             out += [f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)] + [""]
         return out
+
+    def _timeline(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        from diagnose.render.timeline_md import latency_section, timeline_section
+
+        return latency_section(a.details) + timeline_section(a.details)
+
+    def _gpus(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        from diagnose.render.gpu_md import gpu_section
+
+        return gpu_section(a.details)
 
     def _stacks(self, a: Analysis, m: dict[str, Any]) -> list[str]:
         out = ["## Top stacks (py-spy, share of non-idle thread-time)", ""]

@@ -12,8 +12,15 @@ from diagnose.bundle import Bundle
 from diagnose.model import Signal, StackShare, ThreadSummary
 from diagnose.signals.base import SignalSource, SourceResult
 from diagnose.signals.cpu import cpu_signals
+from diagnose.signals.gpu import gpu_signals
+from diagnose.signals.timeline import timeline_signals
 
-SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals,)
+SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_signals)
+
+
+# What malformed stream content raises inside a source (wrong types, missing keys, absurd values).
+MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError,
+             RecursionError, ZeroDivisionError)
 
 
 @dataclass
@@ -28,7 +35,12 @@ class Extracted:
 def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES) -> Extracted:
     out = Extracted()
     for source in sources:
-        r = source(bundle)
+        try:
+            r = source(bundle)
+        except MALFORMED as exc:  # a hand-edited or corrupt stream costs its signals, not the report
+            out.data_quality.setdefault("source_errors", {})[source.__name__] = (
+                f"{type(exc).__name__}: {str(exc)[:160]}")
+            continue
         out.signals.update(r.signals)
         out.data_quality.update(r.data_quality)
         out.details.update(r.details)

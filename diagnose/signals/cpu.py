@@ -51,13 +51,16 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
     categories: dict[tuple[Frame, ...], str] = {}
     bad = 0
     for w in windows:
+        path = bundle.member(w.get("file"))
         try:
-            events = json.loads((bundle.path / w["file"]).read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError, KeyError):
+            events = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path else None
+        except (OSError, ValueError, RecursionError):
+            events = None
+        if not isinstance(events, list):
             bad += 1
             continue
         origin = w.get("origin_ns")
-        for seg in segments_from_chrometrace(events if isinstance(events, list) else []):
+        for seg in segments_from_chrometrace(e for e in events if isinstance(e, dict)):
             cat = categories.get(seg.frames)
             if cat is None:
                 cat = categories[seg.frames] = classify(seg.frames, sources)
@@ -109,7 +112,8 @@ def stack_signals(profile: StackProfile, reason: str) -> dict[str, Signal]:
     name = "cpu.idle_share_pct"
     out[name] = (Signal(name, 100.0 * (profile.sampled_s - active) / profile.sampled_s, "%", PYSPY_SRC)
                  if profile.sampled_s > 0 else missing(name, "%", PYSPY_SRC, reason))
-    out["stacks.sampled_s"] = Signal("stacks.sampled_s", profile.sampled_s, "s", PYSPY_SRC)
+    out["stacks.sampled_s"] = (Signal("stacks.sampled_s", profile.sampled_s, "s", PYSPY_SRC)
+                               if profile.sampled_s > 0 else missing("stacks.sampled_s", "s", PYSPY_SRC, reason))
     return out
 
 

@@ -91,7 +91,7 @@ def process_signals(s: ProcessSummary | None, reason: str, python_tids: set[int]
     """
     if s is None or s.elapsed_s <= 0:
         names = ("cpu.process_util_pct", "cpu.process_demand_pct", "cpu.max_thread_util_pct",
-                 "cpu.python_demand_pct", "threads.blocked_io_share_pct", "sys.cpu_util_pct")
+                 "cpu.python_busy_pct", "threads.blocked_io_share_pct", "sys.cpu_util_pct")
         return {n: missing(n, "%", SRC + ")", reason) for n in names}
     out = _util_signals(s, python_tids)
     out.update(_demand_signals(s, python_tids))
@@ -155,11 +155,25 @@ def _demand_signals(s: ProcessSummary, python_tids: set[int] | None) -> dict[str
     out["cpu.process_demand_pct"] = Signal("cpu.process_demand_pct", sum(demand.values()), "%", src)
     if demand:
         out["cpu.max_thread_demand_pct"] = Signal("cpu.max_thread_demand_pct", max(demand.values()), "%", src)
-    value = None if python_tids is None else sum(d for tid, d in demand.items() if tid in python_tids)
-    out["cpu.python_demand_pct"] = Signal(
-        "cpu.python_demand_pct", value, "%", src.replace(")", "; threads py-spy saw; ~100% = the GIL is saturated)"),
-        None if value is not None else "py-spy stacks unavailable: cannot tell Python threads from native ones")
+    out["cpu.python_busy_pct"] = _python_busy(s, python_tids)
     return out
+
+
+def _python_busy(s: ProcessSummary, python_tids: set[int] | None) -> Signal:
+    """Share of readings in which at least one Python thread was running or runnable (state R).
+
+    Bounded by 100% like the GIL itself: near 100% the interpreter always had work, even when
+    a saturated host gave it less CPU than that.
+    """
+    name, src = "cpu.python_busy_pct", ("process collector (/proc/<pid>/task/*/stat: readings with a "
+                                       "Python thread running or runnable; ~100% = the GIL never idles)")
+    if python_tids is None:
+        return missing(name, "%", src, "py-spy stacks unavailable: cannot tell Python threads from native ones")
+    ticks = {r.t_ns for t in s.threads.values() for r in t.readings}
+    busy = {r.t_ns for tid in python_tids if tid in s.threads
+            for r in s.threads[tid].readings if r.cls == "running"}
+    return Signal(name, _pct(len(busy), len(ticks)) if ticks else None, "%", src,
+                  None if ticks else "no thread readings")
 
 
 def _wait_signals(s: ProcessSummary, parked_at: Callable[[int, int], bool]) -> dict[str, Signal]:
@@ -171,8 +185,12 @@ def _wait_signals(s: ProcessSummary, parked_at: Callable[[int, int], bool]) -> d
             if r.cls in counts and not (r.cls in BLOCKING and parked_at(tid, r.t_ns)):
                 counts[r.cls] += 1
     working = sum(counts.values())
+    readings = sum(len(t.readings) for t in s.threads.values())
+    stopped = sum(r.cls == "stopped" for t in s.threads.values() for r in t.readings)
     src = "process collector (/proc/<pid>/task/*/stat state + wchan, share of readings of work in progress)"
-    out = {}
+    out = {"threads.stopped_share_pct": Signal(
+        "threads.stopped_share_pct", _pct(stopped, readings) if readings else 0.0, "%",
+        "process collector (/proc/<pid>/task/*/stat state T/t: stopped or traced)")}
     for name, cls in (("threads.blocked_io_share_pct", "io_wait"), ("threads.blocked_lock_share_pct", "lock_wait")):
         out[name] = (Signal(name, _pct(counts[cls], working), "%", src) if working else
                      missing(name, "%", src, "no thread was running or blocked on IO/locks: the target was idle"))

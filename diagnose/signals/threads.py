@@ -19,6 +19,8 @@ def wait_class(state: str | None, wchan: str | None) -> str:
     """Classify one reading: running, io_wait (incl. D state), or a WAIT_CHANNELS class."""
     if state == "R":
         return "running"
+    if state in ("T", "t"):
+        return "stopped"
     if state == "D":
         return "io_wait"
     if wchan:

@@ -1,0 +1,149 @@
+"""Agent collector: drives the in-process agent of the target (torch profiler window, spans, GC).
+
+probe: finds the agent of the pid (``diagnose.agent.client``); without one the status is
+``unavailable`` with what is missing (kernel timeline, stage spans) and how to enable it.
+start: asks the agent for a capture of the capture window into the bundle (or, with ``--inject``
+on Python >= 3.14, first loads the agent with sys.remote_exec). stop: ends the agent's capture,
+waits for its report, collects files it had to stage elsewhere, and maps the report to a status.
+
+Streams (written by the agent inside the target): ``spans.jsonl``, ``gc.jsonl``, ``torch.jsonl``,
+``torch/trace-NNNN.json.gz``; see diagnose/agent/capture.py.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
+from diagnose.target import Target
+
+STREAMS = ["spans.jsonl", "gc.jsonl", "torch.jsonl", "torch/"]
+# The agent ends by itself this long after the capture should have stopped it (a killed attach).
+GRACE_S = 5.0
+POLL_S = 0.1
+
+
+def missing_reason(pid: int, cause: str) -> str:
+    """What the report lacks without the agent, and the ways to enable it."""
+    from diagnose.agent.inject import unsupported_reason
+
+    inject = "" if unsupported_reason() else ", or attach with --inject"
+    return (f"{cause}: no kernel timeline (torch profiler), no stage spans (OpenTelemetry) and no GC "
+            f"pauses from inside pid {pid}; enable them by starting the service with "
+            "`diagnose run -- <command>`, by calling `import diagnose.agent; diagnose.agent.start()` "
+            f"in it, or with DIAGNOSE_AGENT=1 and the preload on PYTHONPATH (`diagnose run --print-env`){inject}")
+
+
+class AgentCollector(Collector):
+    name = "agent"
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+        self._inject = False
+        self._report: dict[str, Any] | None = None
+        self._bundle_dir: Path | None = None
+        self._out_dir: Path | None = None
+
+    def probe(self, target: Target, options: CaptureOptions) -> Probe:
+        from diagnose.agent.client import AgentUnavailable, find_agent
+        from diagnose.agent.inject import unsupported_reason
+
+        try:
+            self._handle = find_agent(target.pid)
+            return Probe(True)
+        except AgentUnavailable as exc:
+            cause = str(exc)
+        if options.agent_inject:
+            reason = unsupported_reason()
+            if reason is None:
+                self._inject = True
+                return Probe(True)
+            return Probe(False, f"{cause}; {reason}")
+        return Probe(False, missing_reason(target.pid, cause))
+
+    def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
+        from diagnose.agent import protocol
+
+        if self._handle is None and self._inject:
+            from diagnose.agent.inject import InjectError, inject
+
+            try:
+                self._handle = inject(target.pid, target.uid, target.alive)
+            except InjectError as exc:
+                raise CollectorError(str(exc)) from None
+        self._bundle_dir = bundle.path
+        try:
+            reply = self._handle.call(
+                "capture", out_dir=str(bundle.path), duration_s=options.duration_s + GRACE_S,
+                torch_window_s=options.torch_window_s)
+        except (OSError, protocol.ProtocolError) as exc:
+            raise CollectorError(f"the agent of pid {target.pid} did not take the capture: {exc}") from None
+        if not reply.get("ok"):
+            raise CollectorError(f"the agent refused the capture: {reply['error']['message']}")
+        self._out_dir = Path(reply["out_dir"])
+
+    def counts(self) -> dict[str, Any]:
+        return _flat_counts(self._report) if self._report else {}
+
+    def stop(self, timeout_s: float) -> CollectorStatus:
+        from diagnose.agent import protocol
+
+        deadline = time.monotonic() + timeout_s
+        try:
+            reply = self._handle.call("stop")
+            while reply.get("ok") and reply.get("state") == "capturing" and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+                reply = self._handle.call("status")
+        except (OSError, protocol.ProtocolError) as exc:
+            written = [s for s in STREAMS if self._bundle_dir is not None and (self._bundle_dir / s).exists()]
+            state = CollectorState.PARTIAL if written else CollectorState.FAILED
+            return CollectorStatus(self.name, state, f"lost the agent during the capture (target exited?): "
+                                   f"{exc}; kept what it had written: {', '.join(written) or 'nothing'}",
+                                   {}, STREAMS)
+        self._report = reply.get("report")
+        if not reply.get("ok") or not self._report:
+            return CollectorStatus(self.name, CollectorState.FAILED, "the agent returned no report", {}, STREAMS)
+        if reply.get("state") == "capturing":
+            return CollectorStatus(self.name, CollectorState.PARTIAL,
+                                   f"the agent did not finish within {timeout_s:g} s (torch trace export?)",
+                                   self.counts(), STREAMS)
+        self._collect_staged()
+        return status_from_report(self.name, self._report)
+
+    def _collect_staged(self) -> None:
+        """Move files the agent staged in its own directory (target runs as another user) into the bundle."""
+        if self._out_dir is None or self._bundle_dir is None or self._out_dir == self._bundle_dir:
+            return
+        for src in sorted(self._out_dir.rglob("*")):
+            dst = self._bundle_dir / src.relative_to(self._out_dir)
+            if src.is_dir():
+                dst.mkdir(mode=0o700, exist_ok=True)
+            else:
+                shutil.copyfile(src, dst)
+                dst.chmod(0o600)
+        shutil.rmtree(self._out_dir, ignore_errors=True)
+
+
+def _flat_counts(report: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in report.get("parts", {}).values():
+        out.update(part.get("counts") or {})
+    return out
+
+
+def status_from_report(name: str, report: dict[str, Any]) -> CollectorStatus:
+    """ok: every requested part ran; partial: some part could not (reason says which and why);
+    failed: none did. Parts not requested (``skipped``) and notes only appear in the reason."""
+    parts = report.get("parts", {})
+    problems = [f"{part}: {p['reason']}" for part, p in parts.items() if p.get("state") in ("unavailable", "failed")]
+    notes = [f"{part}: {p['reason']}" for part, p in parts.items()
+             if p.get("state") in ("ok", "skipped") and p.get("reason")]
+    if report.get("error"):
+        problems.append(f"capture error: {report['error']}")
+    working = [p for p in parts.values() if p.get("state") == "ok"]
+    state = CollectorState.OK if not problems else (CollectorState.PARTIAL if working else CollectorState.FAILED)
+    reason = "; ".join(problems + notes) or None
+    return CollectorStatus(name, state, reason, _flat_counts(report), STREAMS)

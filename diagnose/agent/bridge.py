@@ -1,0 +1,68 @@
+"""Mirror OpenTelemetry spans as NVTX ranges and torch.profiler ``record_function`` labels.
+
+With NVTX on, Nsight Systems shows each service stage beside the GPU kernels it launched; with the
+torch mirror on (only while a torch profiler window runs), the torch trace carries the stage names
+so kernels can be attributed to stages. NVTX ranges are process-wide start/end ranges (domain
+"diagnose"), not push/pop, because a span may end on another thread than the one that started it.
+Called from the span processor, i.e. the application's threads: never raises.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+MAX_MIRRORED = 10_000  # open mirrored spans; beyond this, new spans are not mirrored
+NVTX_DOMAIN = "diagnose"
+
+
+class Bridge:
+    def __init__(self, nvtx_module: Any = None):
+        self.nvtx = nvtx_module
+        self.torch_on = False
+        self._open: dict[int, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self.nvtx is not None or self.torch_on
+
+    def enter(self, span: Any) -> None:
+        if len(self._open) >= MAX_MIRRORED or not self.active:
+            return
+        try:
+            handle = self.nvtx.start_range(message=span.name, domain=NVTX_DOMAIN) if self.nvtx else None
+            rf = None
+            if self.torch_on and "torch" in sys.modules:
+                rf = sys.modules["torch"].autograd.profiler.record_function(span.name)
+                rf.__enter__()
+            with self._lock:
+                self._open[span.context.span_id] = (handle, rf)
+        except Exception:  # mirroring is best effort; the application's span must go on
+            pass
+
+    def exit(self, span: Any) -> None:
+        with self._lock:
+            handle, rf = self._open.pop(span.context.span_id, (None, None))
+        try:
+            if rf is not None:
+                rf.__exit__(None, None, None)
+            if self.nvtx is not None and handle is not None:
+                self.nvtx.end_range(handle)
+        except Exception:  # best effort, see enter()
+            pass
+
+    def reset(self) -> None:
+        """After fork: forget the parent's open ranges."""
+        self._lock = threading.Lock()
+        self._open = {}
+        self.torch_on = False
+
+
+def load_nvtx() -> tuple[Any, str | None]:
+    """The ``nvtx`` module, or None and why (not installed in the target)."""
+    try:
+        import nvtx
+    except ImportError:
+        return None, "the nvtx package is not installed in the target (pip install nvtx)"
+    return nvtx, None

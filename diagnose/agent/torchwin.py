@@ -1,0 +1,128 @@
+"""One bounded torch profiler window inside the target, written gzipped into the bundle.
+
+The Kineto profiler behind ``torch.profiler.profile``, used directly
+(``torch.autograd.profiler.profile(use_kineto=True)``): CPU, plus CUDA where torch has it
+(``supported_activities`` and ``torch.cuda.is_available``); record_shapes and with_flops on,
+with_stack off by default. ``profile_all_threads`` (torch >= 2.7) makes the profiler, started on
+the agent's thread, record the serving threads' ops; older torch records only threads that inherit
+the profiler state, which the index record says.
+
+Clock: Kineto writes ``baseTimeNanoseconds`` (Unix ns) and event ``ts`` in us from it, so
+``epoch_ns = base_time_ns + ts_us * 1000``; ``start_ns``/``end_ns`` are time.time_ns() taken just
+after the profiler started and just after it stopped. The agent never imports torch itself: a
+target that has not imported torch has no kernel timeline.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MAX_WINDOW_S = 60.0
+DEFAULT_WINDOW_S = 10.0
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+_HEADER_BYTES = 16 * 1024
+
+
+def torch_unavailable_reason() -> str | None:
+    """Why no torch window can run in this process, or None when torch is imported."""
+    if "torch" in sys.modules:
+        return None
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed in the target's environment: no kernel timeline"
+    return "the target has not imported torch: no kernel timeline (the agent does not import it)"
+
+
+def read_base_time_ns(path: Path) -> int | None:
+    """Kineto's ``baseTimeNanoseconds`` from the head of an uncompressed Chrome trace."""
+    with open(path, "rb") as fh:
+        m = _BASE_TIME.search(fh.read(_HEADER_BYTES))
+    return int(m.group(1)) if m else None
+
+
+class TorchWindow:
+    """Start/stop one profiler window; ``stop`` writes ``torch/trace-NNNN.json.gz`` and its index record."""
+
+    def __init__(self, out_dir: Path, seq: int, record_shapes: bool = True, with_flops: bool = True,
+                 with_stack: bool = False):
+        self.out_dir = out_dir
+        self.rel = f"torch/trace-{seq:04d}.json.gz"
+        self.opts = {"record_shapes": record_shapes, "with_flops": with_flops, "with_stack": with_stack}
+        self.note: str | None = None
+        self._prof: Any = None
+        self._activities: list[str] = []
+        self.start_ns = 0
+
+    def start(self) -> None:
+        """Raises RuntimeError (e.g. another profiler already runs in the target)."""
+        torch = sys.modules["torch"]
+        from torch.profiler import ProfilerActivity, supported_activities
+
+        cuda = ProfilerActivity.CUDA in supported_activities() and torch.cuda.is_available()
+        self._activities = ["cpu", "cuda"] if cuda else ["cpu"]
+        # The Kineto profiler that torch.profiler.profile wraps, used directly: the wrapper's first
+        # start imports torch._inductor (dynamo, sympy: seconds of imports holding the target's GIL).
+        self._prof = torch.autograd.profiler.profile(
+            use_kineto=True, use_cpu=True, use_device="cuda" if cuda else None,
+            experimental_config=self._experimental_config(torch), **self.opts)
+        self._prof.__enter__()
+        self.start_ns = time.time_ns()
+
+    def _experimental_config(self, torch: Any) -> Any:
+        """profile_all_threads (record the serving threads) and trace_only (no Python event objects
+        built at stop), where this torch has them."""
+        config = torch._C._profiler._ExperimentalConfig
+        for kwargs in ({"profile_all_threads": True, "trace_only": True}, {"profile_all_threads": True}):
+            try:
+                return config(**kwargs)
+            except TypeError:
+                continue
+        self.note = (f"torch {torch.__version__} cannot profile all threads: only ops of threads "
+                     "that inherit the profiler state are recorded")
+        return config()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop and export. Returns the ``torch.jsonl`` record (``error`` set if export failed)."""
+        torch = sys.modules["torch"]
+        record: dict[str, Any] = {"file": None, "start_ns": self.start_ns, "end_ns": None,
+                                  "base_time_ns": None, "activities": self._activities,
+                                  "torch_version": str(torch.__version__), "error": None}
+        try:
+            self._prof.__exit__(None, None, None)
+            record["end_ns"] = time.time_ns()
+            record["base_time_ns"], record["bytes"] = self._export()
+            record["file"] = self.rel
+        except (RuntimeError, OSError, ValueError) as exc:
+            record["end_ns"] = record["end_ns"] or time.time_ns()
+            record["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._prof = None
+        if self.note:
+            record["note"] = self.note
+        return record
+
+    def _export(self) -> tuple[int | None, int]:
+        """Chrome trace -> private temp file -> gzip -> atomic rename. Returns (base ns, gz bytes)."""
+        final = self.out_dir / self.rel
+        final.parent.mkdir(mode=0o700, exist_ok=True)
+        raw = final.with_name(final.name[: -len(".gz")] + ".tmp")
+        part = final.with_name(final.name + ".tmp")
+        for p in (raw, part):  # created 0600 first: Kineto keeps the mode when it truncates
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+            os.chmod(p, 0o600)
+        try:
+            self._prof.export_chrome_trace(str(raw))
+            base = read_base_time_ns(raw)
+            with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=5) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(part, final)
+        finally:
+            raw.unlink(missing_ok=True)
+            part.unlink(missing_ok=True)
+        return base, final.stat().st_size

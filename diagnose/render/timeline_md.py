@@ -1,0 +1,139 @@
+"""Markdown sections for the kernel timeline, GPU idle gaps, request latency and the join.
+
+Reads ``analysis.details`` written by the timeline signal source (signals/timeline.py); each
+function returns Markdown lines, empty when the bundle has no such data.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+MAX_GAP_ROWS = 10
+
+
+def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
+    return "unknown" if v is None else f"{v:{fmt}}{unit}"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    cell = lambda c: str(c).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows] + [""])
+
+
+def _clock(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _join_lines(d: dict[str, Any]) -> list[str]:
+    out = []
+    for key in ("gaps", "slow"):
+        j = (d.get("join") or {}).get(key)
+        if j and j.get("headline"):
+            out.append(f"> {j['headline']}")
+            out.append("")
+            threads = [t for t in j.get("threads", []) if t["busy_pct"] > 0][:3]
+            if threads:
+                out += _table(["thread", "busy % of samples", "top categories", "top functions"], [
+                    [t["thread"], _num(t["busy_pct"], ".0f", "%"),
+                     ", ".join(f"{c['name']} {c['share_pct']:.0f}%" for c in t["categories"][:3]),
+                     ", ".join(f"`{f['name']}` {f['share_pct']:.0f}%" for f in t["functions"][:2])]
+                    for t in threads])
+    return out
+
+
+def _trace_lines(t: dict[str, Any]) -> list[str]:
+    who = f"rank {t['rank']}" if t["rank"] is not None else "rank ?"
+    dev = ", ".join(t["devices"]) or "no GPU in deviceProperties"
+    out = [f"### {who} · {dev} · `{t['path'].rsplit('/', 1)[-1]}`", ""]
+    if t["read"].get("error"):
+        out += [f"**Read problem:** {t['read']['error']}"
+                + (f" (at byte {t['read']['truncated_at_byte']}; events before it were kept)"
+                   if t["read"].get("truncated_at_byte") is not None else ""), ""]
+    tb = t.get("temporal")
+    if not tb:
+        return out + ["No GPU activity recorded in this trace (no kernels, memcpy or memset).", ""]
+    hta = t.get("temporal_hta_rounding") or {}
+    out += _table(["", "idle", "compute", "non-compute", "window"], [
+        ["exact (ns)", _num(tb["idle_pct"], ".2f", "%"), _num(tb["compute_pct"], ".2f", "%"),
+         _num(tb["non_compute_pct"], ".2f", "%"), f"{tb['span_ns'] / 1e6:.1f} ms"],
+        ["HTA rounding (µs)", _num(hta.get("idle_pct"), ".2f", "%"), _num(hta.get("compute_pct"), ".2f", "%"),
+         _num(hta.get("non_compute_pct"), ".2f", "%"), f"{hta.get('span_ns', 0) / 1e6:.1f} ms"]])
+    out += _table(["device", "stream", "idle", "host wait", "kernel wait", "other"], [
+        [s["device"], s["stream"], f"{s['idle_ns'] / 1e6:.2f} ms", _num(s["host_wait_pct"], ".0f", "%"),
+         _num(s["kernel_wait_pct"], ".0f", "%"), _num(s["other_pct"], ".0f", "%")] for s in t["idle_by_stream"]])
+    cats = t["kernel_categories"]["categories"][:6]
+    if cats:
+        out += ["Kernel time by category: " + ", ".join(
+            f"{c['category']} {c['share_pct']:.0f}%" for c in cats) + ".", ""]
+    la = t["launches"]
+    out += [f"Launches: {la['kernels']} kernels, {_num(la['short_kernel_pct'], '.0f', '%')} shorter than "
+            f"{la['short_kernel_threshold_us']:g} µs; launch delay P50 {_num(la['launch_delay']['p50_us'], '.0f')} µs, "
+            f"P99 {_num(la['launch_delay']['p99_us'], '.0f')} µs. Host blocked in syncs: "
+            f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
+    return out
+
+
+def _gap_rows(t: dict[str, Any]) -> list[str]:
+    gaps = t.get("gaps") or []
+    if not gaps:
+        return []
+    ig = t["idle_gaps"]
+    what = "GPU idle gaps" if ig["of"] == "gpu" else "Gaps with no torch op (CPU-only trace)"
+    out = [f"{what} >= {ig['min_gap_us']:g} µs: {ig['count']}, {_num(ig['share_pct'], '.0f', '%')} of the window. "
+           "Longest:", ""]
+    return out + _table(["start (UTC)", "length", "host op open in the trace", "busiest thread (py-spy)"], [
+        [_clock(g["start_ns"]), f"{g['dur_us'] / 1e3:.2f} ms",
+         f"`{g['host_op']}`" if g["host_op"] else "none (Python between ops)", g.get("pyspy") or "no samples"]
+        for g in gaps[:MAX_GAP_ROWS]])
+
+
+def timeline_section(details: dict[str, Any]) -> list[str]:
+    traces = details.get("torch_traces") or []
+    join_lines = _join_lines(details)
+    if not traces and not join_lines:
+        return []
+    out = ["## GPU idle gaps and kernel timeline", ""] + join_lines
+    for t in traces:
+        out += _trace_lines(t) + _gap_rows(t)
+    return out
+
+
+def latency_section(details: dict[str, Any]) -> list[str]:
+    r = details.get("requests") or {}
+    if not r.get("requests"):
+        return []
+    lat = r["latency"]
+    out = ["## Request latency and stages", "",
+           f"{r['requests']} requests in {r['window_s']:.1f} s: {_num(r['qps'], '.1f')} QPS; in flight "
+           f"{_num(r['in_flight_measured_mean'], '.2f')} measured vs {_num(r['in_flight_littles_law'], '.2f')} "
+           f"by Little's law (QPS x mean latency); {r['errors']} errors.", ""]
+    out += _table(["P50", "P90", "P95", "P99", "P999", "max"],
+                  [[f"{lat[k]:.1f} ms" for k in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms")]])
+    stages = {k: v for k, v in r["stage_share_pct"].items() if v}
+    if stages:
+        out += ["Share of request time per stage: " + ", ".join(
+            f"{k} {v:.0f}%" for k, v in sorted(stages.items(), key=lambda kv: -kv[1]))
+            + f"; not in any stage span {_num(r['unstaged_pct'], '.0f', '%')}.", ""]
+    tail = details.get("tail") or {}
+    if tail.get("requests"):
+        bits = [f"Slowest 1% ({tail['requests']} requests >= {tail['cut_ms']:.1f} ms)"]
+        if tail.get("dominant_stage"):
+            st = tail["dominant_stage"]
+            bits.append(f"spend {tail['stage_share_pct'][st]:.0f}% in `{st}` (all requests: "
+                        f"{tail['all_stage_share_pct'][st]:.0f}%)")
+        if tail.get("size_attribute"):
+            sa = tail["size_attribute"]
+            bits.append(f"have {sa['ratio']:.1f}x the median `{sa['attribute']}`")
+        if tail.get("gc_overlap_pct") is not None:
+            bits.append(f"{tail['gc_overlap_pct']:.0f}% overlap a GC pause (all: {tail['gc_overlap_all_pct']:.0f}%)")
+        out += ["; ".join(bits) + ".", ""]
+    llm = details.get("llm") or {}
+    if llm and (llm["ttft"]["count"] or llm["tpot"]["count"]):
+        out += [f"LLM: TTFT P50 {_num(llm['ttft']['p50_ms'])} ms / P99 {_num(llm['ttft']['p99_ms'])} ms; "
+                f"TPOT P50 {_num(llm['tpot']['p50_ms'], '.2f')} ms / P99 {_num(llm['tpot']['p99_ms'], '.2f')} ms; "
+                f"{_num(llm['output_tokens_per_s'], '.1f')} output tokens/s.", ""]
+    return out
+
+
+__all__ = ["latency_section", "timeline_section"]

@@ -1,0 +1,224 @@
+"""Columnar event tables built from parsed Kineto events, one batch at a time.
+
+Only what the analyzers read is kept: per complete ("X") event its category, interned name,
+pid/tid, start and duration (ns), the CPU-GPU correlation id, the op's External id, the GPU
+device/stream, FLOPs and bytes where the trace has them; flow events (ac2g and the older
+async_cpu_to_gpu/async launch flows) and thread/process names. Everything else (python_function
+events, instant events, unused args) is counted and dropped.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from diagnose.signals.kineto.flops import MATMUL_OPERANDS, op_flops_bytes
+from diagnose.signals.kineto.schema import (CAT_CODE, CAT_CPU_OP, EVENT_COLUMNS, FLOW_CATS, FLOW_COLUMNS,
+                                            FLOW_END, FLOW_START, GPU_CATS, Table)
+from diagnose.signals.kineto.store import GrowingTable, PartitionedStore
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NAN = math.nan
+_EMPTY: dict[str, Any] = {}
+
+def as_int(value: Any, default: int = -1) -> int:
+    """An int64 id from a JSON value; strings like "stream 7" yield their number; else default."""
+    if type(value) is int:
+        return value if _INT64_MIN <= value <= _INT64_MAX else default
+    if isinstance(value, float) and math.isfinite(value) and _INT64_MIN <= value < _INT64_MAX:
+        return int(value)
+    if isinstance(value, str):
+        digits = "".join(ch for ch in value if ch.isdigit())
+        return int(digits) if digits and len(digits) < 19 else default
+    return default
+
+
+def as_float(value: Any) -> float:
+    """A finite float, or NaN for anything else (bare inf/NaN, strings, null)."""
+    if type(value) is int or type(value) is float:
+        f = float(value)
+        return f if math.isfinite(f) else math.nan
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            return math.nan
+        return f if math.isfinite(f) else math.nan
+    return math.nan
+
+
+def clean_name(value: Any) -> str:
+    """Names as text, with control characters (invalid in JSON strings) replaced."""
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+
+
+@dataclass
+class ColumnBuilder:
+    """Accumulates events batch by batch; each batch becomes numpy arrays right away."""
+
+    names: dict[str, int] = field(default_factory=dict)  # raw or cleaned name -> id
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "events": 0, "kept": 0, "flows": 0, "invalid": 0, "skipped": 0})
+    labels: list[str] = field(default_factory=list)  # name id -> text
+    store: PartitionedStore = field(default_factory=PartitionedStore)
+    flow_store: GrowingTable = field(default_factory=lambda: GrowingTable(FLOW_COLUMNS))
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Append one parsed batch. Columns are gathered with C-level itemgetter/zip (the hot
+        path) and validated in numpy; odd values (strings, huge ints, null) fall back per value."""
+        self.counts["events"] += len(events)
+        dicts = [e for e in events if e.__class__ is dict]
+        self.counts["invalid"] += len(events) - len(dicts)
+        phs = [e.get("ph") for e in dicts]
+        xs = [e for e, ph in zip(dicts, phs) if ph == "X"]
+        flows = [e for e, ph in zip(dicts, phs) if ph == "s" or ph == "f"]
+        meta = [e for e, ph in zip(dicts, phs) if ph == "M"]
+        for e in meta:
+            self._add_metadata(e)
+        self.counts["skipped"] += len(dicts) - len(xs) - len(flows) - len(meta)
+        if xs:
+            self._add_complete(xs)
+        if flows:
+            self._add_flows(flows)
+
+    def _add_complete(self, xs: list[dict[str, Any]]) -> None:
+        fields = _fields(xs, ("cat", "name", "pid", "tid", "ts", "dur", "args"), (None, None, -1, -1, None, None, None))
+        cats = _lookup(CAT_CODE, fields[0])
+        if None in cats:  # categories nobody reads (python_function, Trace, ...): dropped here
+            idx = [i for i, c in enumerate(cats) if c is not None]
+            self.counts["skipped"] += len(cats) - len(idx)
+            if not idx:
+                return
+            fields = tuple([col[i] for i in idx] for col in fields)
+            cats = [cats[i] for i in idx]
+        _, raw, pid, tid, ts, dur, args = fields
+        args = [a if a.__class__ is dict else _EMPTY for a in args]
+        nids = self._name_ids(list(raw))
+        rows: dict[str, Any] = {
+            "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "correlation": [a.get("correlation", -1) for a in args],
+            "external_id": [a.get("External id", -1) for a in args],
+            "stream": [a.get("stream", -1) for a in args], "device": [a.get("device", -1) for a in args],
+            "flops": [_NAN] * len(cats), "bytes": [a.get("bytes", _NAN) for a in args],
+        }
+        matmul = {self.names[n] for n in MATMUL_OPERANDS if n in self.names}
+        for i in [i for i, (c, n, a) in enumerate(zip(cats, nids, args))
+                  if c == CAT_CPU_OP and (n in matmul or "flops" in a)]:
+            rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], args[i])
+        self.store.append(_validated_events(rows, self.counts))
+
+    def _name_ids(self, raw: list[Any]) -> list[int]:
+        ids = _lookup(self.names, raw)
+        for i in [i for i, v in enumerate(ids) if v is None]:
+            ids[i] = self._intern(raw[i])
+        return ids  # type: ignore[return-value]
+
+    def _add_flows(self, flows: list[dict[str, Any]]) -> None:
+        kinds = _lookup(FLOW_CATS, [e.get("cat") for e in flows])
+        keep = [e for e, k in zip(flows, kinds) if k is not None]
+        self.counts["skipped"] += len(flows) - len(keep)
+        if not keep:
+            return
+        fid, ph, pid, tid, ts = _fields(keep, ("id", "ph", "pid", "tid", "ts"), (-1, None, -1, -1, None))
+        rows = {"id": fid, "phase": [FLOW_START if p == "s" else FLOW_END for p in ph],
+                "kind": [k for k in kinds if k is not None], "pid": pid, "tid": tid, "ts": ts}
+        self.flow_store.append(_validated_flows(rows, self.counts))
+
+    def _intern(self, name: Any) -> int:
+        """Id of a name not seen before (or not a string); control characters are replaced."""
+        text = clean_name(name)
+        nid = self.names.get(text)
+        if nid is None:
+            nid = self.names[text] = len(self.labels)
+            self.labels.append(text)
+        if name.__class__ is str:
+            self.names[name] = nid
+        return nid
+
+    def _add_metadata(self, ev: dict[str, Any]) -> None:
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        label = clean_name(args.get("name"))
+        if ev.get("name") == "thread_name":
+            self.thread_names[(as_int(ev.get("pid")), as_int(ev.get("tid")))] = label
+        elif ev.get("name") == "process_name":
+            self.process_names[as_int(ev.get("pid"))] = label
+
+    def partitions(self) -> dict[str, Table]:
+        """gpu / runtime / cpu tables (trace µs columns ``ts``/``dur``), in file order."""
+        self.counts["skipped"] += self.store.dropped
+        self.counts["kept"] -= self.store.dropped
+        return self.store.finish()
+
+    def flows(self) -> Table:
+        return self.flow_store.finish()
+
+    def name_table(self) -> tuple[str, ...]:
+        return tuple(self.labels)
+
+
+def _fields(events: list[dict[str, Any]], keys: tuple[str, ...], defaults: tuple[Any, ...]) -> tuple:
+    """Columns of ``keys``: one C-level itemgetter pass, or ``.get`` with defaults if a key is absent."""
+    try:
+        return tuple(zip(*map(itemgetter(*keys), events)))
+    except KeyError:
+        return tuple([e.get(k, d) for e in events] for k, d in zip(keys, defaults))
+
+
+def _lookup(table: dict[Any, int], keys: list[Any]) -> list[int | None]:
+    """``table.get`` over keys; unhashable keys (a list where a string belongs) give None."""
+    get = table.get
+    try:
+        return [get(k) for k in keys]
+    except TypeError:
+        return [get(k) if k.__class__ is str else None for k in keys]
+
+
+def _int_column(values: list[Any]) -> np.ndarray:
+    """int64 ids; values numpy cannot take (strings like "stream 7", huge ints, null) one by one."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (OverflowError, ValueError, TypeError):
+        return np.fromiter((as_int(v) for v in values), np.int64, len(values))
+
+
+def _float_column(values: list[Any]) -> np.ndarray:
+    """float64 with NaN for anything that is not a finite number."""
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except (OverflowError, ValueError, TypeError):
+        out = np.fromiter((as_float(v) for v in values), np.float64, len(values))
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+def _validated_events(rows: dict[str, list], counts: dict[str, int]) -> dict[str, np.ndarray]:
+    cols = {k: (_float_column(v) if EVENT_COLUMNS[k] is np.float64 else _int_column(v)).astype(
+        EVENT_COLUMNS[k], copy=False) for k, v in rows.items()}
+    gpu = np.isin(cols["cat"], GPU_CATS)
+    cols["stream"] = np.where(gpu & (cols["stream"] < 0), cols["tid"], cols["stream"])
+    cols["device"] = np.where(gpu & (cols["device"] < 0), cols["pid"], cols["device"])
+    ok = np.isfinite(cols["ts"]) & np.isfinite(cols["dur"]) & (cols["dur"] >= 0)
+    bad = int(len(ok) - ok.sum())
+    counts["invalid"] += bad
+    counts["kept"] += len(ok) - bad
+    return {k: v[ok] for k, v in cols.items()} if bad else cols
+
+
+def _validated_flows(rows: dict[str, list], counts: dict[str, int]) -> dict[str, np.ndarray]:
+    cols = {k: (_float_column(v) if FLOW_COLUMNS[k] is np.float64 else _int_column(v)).astype(
+        FLOW_COLUMNS[k], copy=False) for k, v in rows.items()}
+    ok = np.isfinite(cols["ts"])
+    counts["flows"] += int(ok.sum())
+    counts["invalid"] += int(len(ok) - ok.sum())
+    return {k: v[ok] for k, v in cols.items()}
+
+
+__all__ = ["ColumnBuilder", "as_float", "as_int"]

@@ -1,0 +1,331 @@
+"""read_trace(path) -> KinetoTrace: a torch profiler (Kineto) Chrome trace as numpy columns.
+
+Streams the file: gzip is inflated 1 MiB at a time (zlib, so a truncated file yields everything
+before the cut); inside the events array each chunk is cut at its last ``}, {`` and handed to
+orjson, which only accepts the cut if it falls between events; the numpy structural scanner
+(scan.py) handles the document's head and tail and any chunk the guess fails on. Only the columns
+the analyzers read are kept (columns.py, store.py). Events orjson rejects (invalid UTF-8, control
+characters in names, bare ``inf``/``NaN``, integers beyond 64 bits) are re-parsed one by one by a
+tolerant path and counted. Peak memory: a few chunks plus the columns (~60-90 bytes per kept
+event), independent of the document's object graph; a single event is held whole.
+
+Timestamps: Kineto writes µs floats (ns resolution in the fraction); with ``baseTimeNanoseconds``
+the Unix time is ``baseTimeNanoseconds + ts·1000``, without it ``ts`` is already Unix µs.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+import orjson
+
+from diagnose.signals.kineto.columns import ColumnBuilder, as_int
+from diagnose.signals.kineto.schema import Table
+from diagnose.signals.kineto.scan import Batch, ScanState, scan
+
+CHUNK_BYTES = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_BARE_NONFINITE = re.compile(r"([:\[,]\s*)(-?(?:inf|nan|Inf|NaN|infinity))(?=\s*[,\]}])")
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+MIN_UNIX_US = 1e14  # ~1973: smaller timestamps without a base time are not on the Unix clock
+
+
+class TraceReadError(Exception):
+    """The file cannot be read at all (missing, unreadable, not JSON)."""
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """Trace-level facts from the document's metadata (``distributedInfo``, ``deviceProperties``)."""
+
+    rank: int | None
+    world_size: int | None
+    schema_version: int | None
+    base_time_ns: int | None
+    devices: tuple[str, ...]
+    backend: str | None
+    unix_clock: bool  # False when timestamps could not be placed on the Unix clock
+
+
+@dataclass(frozen=True)
+class ReadReport:
+    """How reading went: counts, repairs, and where a truncated file stopped."""
+
+    bytes_read: int
+    events: int
+    kept: int
+    flows: int
+    invalid: int
+    skipped: int
+    repaired: int
+    unparsable: int
+    truncated_at_byte: int | None
+    error: str | None
+    metadata_dropped_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class KinetoTrace:
+    """A trace as columns, sorted by start: ``gpu`` (kernels, memcpy, memset, stream syncs),
+    ``runtime`` (cuda*/hip* host calls), ``cpu`` (torch ops and record_function labels). Times
+    are Unix ns (``start_ns``, ``dur_ns``, ``end_ns``); flows have ``t_ns``."""
+
+    path: str
+    meta: TraceMeta
+    report: ReadReport
+    names: tuple[str, ...]
+    gpu: Table
+    runtime: Table
+    cpu: Table
+    flows: Table
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+
+
+def _chunks(fh: BinaryIO, gz: bool) -> Iterator[bytes]:
+    """Decompressed chunks of at most CHUNK_BYTES. Raises EOFError at a truncated gzip stream."""
+    if not gz:
+        while True:
+            data = fh.read(CHUNK_BYTES)
+            if not data:
+                return
+            yield data
+    d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
+    while True:
+        raw = d.unconsumed_tail or fh.read(1 << 18)
+        if not raw:
+            break
+        out = d.decompress(raw, CHUNK_BYTES)
+        if out:
+            yield out
+        if d.eof:
+            rest = d.unused_data
+            if not rest.lstrip(b"\0"):
+                return
+            d = zlib.decompressobj(47)  # a further gzip member
+            out = d.decompress(rest, CHUNK_BYTES)
+            if out:
+                yield out
+    if not d.eof:
+        raise EOFError("gzip stream ended before its end marker (file truncated)")
+
+
+def _parse_batch(batch: Batch, counts: dict[str, int]) -> list[Any]:
+    if not len(batch.starts):
+        return []
+    try:
+        return orjson.loads(batch.body())
+    except orjson.JSONDecodeError:
+        pass
+    out = []
+    for i in range(len(batch.starts)):
+        raw = batch.event(i)
+        try:
+            out.append(orjson.loads(raw))
+            continue
+        except orjson.JSONDecodeError:
+            pass
+        ev = parse_tolerant(raw)
+        counts["repaired" if ev is not None else "unparsable"] += 1
+        if ev is not None:
+            out.append(ev)
+    return out
+
+
+def parse_tolerant(raw: bytes) -> Any:
+    """Parse one event that strict JSON rejects; None when even this fails.
+
+    Invalid UTF-8 becomes U+FFFD, control characters are accepted (``strict=False``), bare
+    ``inf``/``nan`` become null, NaN/Infinity and integers of any size are read by ``json``.
+    """
+    text = raw.decode("utf-8", "replace")
+    text = _BARE_NONFINITE.sub(r"\1null", text)
+    try:
+        return json.loads(text, strict=False)
+    except ValueError:
+        return None
+
+
+def _last_boundary(buf: bytes) -> int:
+    """Index of the ``}`` of the last ``}, {`` in ``buf`` (a likely boundary between events), or -1."""
+    for window in (1 << 16, len(buf)):
+        last = None
+        for last in _BOUNDARY.finditer(buf, max(0, len(buf) - window)):
+            pass
+        if last is not None:
+            return last.start()
+        if window >= len(buf):
+            break
+    return -1
+
+
+def _fast_batch(buf: bytes) -> tuple[list[Any], bytes] | None:
+    """Parse the events of ``buf`` (which starts at an event) up to its last boundary.
+
+    The cut is only a guess; it is exact when orjson accepts ``[buf[:cut + 1]]``: a cut inside a
+    string or a nested object leaves the text unbalanced and invalid. None: use the exact scan.
+    """
+    cut = _last_boundary(buf)
+    if cut < 0:
+        return None
+    try:
+        events = orjson.loads(b"[" + buf[:cut + 1] + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    rest = buf[cut + 1:].lstrip()
+    return events, rest[1:] if rest[:1] == b"," else rest
+
+
+def _stream_events(fh: BinaryIO, gz: bool, builder: ColumnBuilder, st: ScanState,
+                   counts: dict[str, int]) -> tuple[int | None, str | None]:
+    """Feed every complete event to ``builder``. Returns (truncated_at_byte, error).
+
+    Inside the events array each buffer is first tried with a guessed cut (``_fast_batch``); the
+    numpy structural scan handles the document's head and tail and any buffer the guess fails on.
+    """
+    carry = b""
+    error = None
+    try:
+        for data in _chunks(fh, gz):
+            carry = _consume(carry + data, builder, st, counts, final=False)
+        if carry:
+            carry = _consume(carry, builder, st, counts, final=True)
+    except EOFError as exc:
+        error = str(exc)
+        carry = _consume(carry, builder, st, counts, final=True) if carry else carry
+    except zlib.error as exc:
+        error = f"corrupt compressed data: {exc}"
+    truncated = None
+    if carry.strip() or st.depth > 0 or st.in_string or error:
+        truncated = st.offset
+        error = error or "the JSON document ends before its last event is complete (file truncated)"
+    return truncated, error
+
+
+def _consume(buf: bytes, builder: ColumnBuilder, st: ScanState, counts: dict[str, int],
+             final: bool) -> bytes:
+    """Parse what ``buf`` completes; return the bytes to carry into the next buffer."""
+    at_event = st.in_events and st.depth == st.events_depth and not st.in_string
+    if at_event and not final:
+        fast = _fast_batch(buf)
+        if fast is not None:
+            builder.add_batch(fast[0])
+            st.offset += len(buf) - len(fast[1])
+            return fast[1]
+    held = 0 if final else len(buf) - len(buf.rstrip(b"\\"))  # never cut inside a backslash run
+    if held == len(buf):
+        return buf
+    batch, carry = scan(buf[:len(buf) - held], st)
+    carry += buf[len(buf) - held:]
+    builder.add_batch(_parse_batch(batch, counts))
+    return carry
+
+
+def _metadata(skeleton: bytes) -> dict[str, Any]:
+    """Parse the document minus its events; a cut-off skeleton yields its complete keys."""
+    if not skeleton.strip():
+        return {}
+    try:
+        doc = orjson.loads(skeleton)
+        return doc if isinstance(doc, dict) else {}
+    except orjson.JSONDecodeError:
+        pass
+    doc = parse_tolerant(skeleton)
+    if isinstance(doc, dict):
+        return doc
+    import ijson  # only for cut-off documents: yields the root keys that are complete
+
+    out: dict[str, Any] = {}
+    try:
+        for key, value in ijson.kvitems(io.BytesIO(skeleton), "", use_float=True):
+            out[key] = value
+    except (ijson.JSONError, ValueError):
+        pass
+    return out
+
+
+def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | None) -> TraceMeta:
+    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    rank = as_int(dist.get("rank"), -1) if "rank" in dist else -1
+    ws = as_int(dist.get("world_size"), -1)
+    base = doc.get("baseTimeNanoseconds")
+    base = base if type(base) is int and base >= 0 else base_override
+    devices = tuple(str(d.get("name", "?")) for d in doc.get("deviceProperties") or []
+                    if isinstance(d, dict))
+    unix = base is not None or (first_ts_us is not None and first_ts_us >= MIN_UNIX_US)
+    sv = doc.get("schemaVersion")
+    return TraceMeta(rank if rank >= 0 else None, ws if ws > 0 else None,
+                     sv if type(sv) is int else None, base, devices,
+                     dist.get("backend") if isinstance(dist.get("backend"), str) else None, unix)
+
+
+def _to_ns(table: Table, base_ns: int) -> Table:
+    """Replace µs float columns by int64 Unix ns (start_ns, dur_ns, end_ns; flows: t_ns), rows
+    sorted by start. Works column by column to keep peak memory near the table's size."""
+    cols = table.columns
+    ts = cols.pop("ts")
+    whole = np.floor(ts)  # split: Unix µs (~1.7e15) times 1000 would not fit a double exactly
+    ts -= whole
+    ts *= 1000.0
+    start = whole.astype(np.int64)
+    del whole
+    start *= 1000
+    start += np.rint(ts).astype(np.int64)
+    start += base_ns
+    del ts
+    order = np.argsort(start, kind="stable")
+    if "dur" in cols:
+        dur = np.rint(cols.pop("dur") * 1000.0).astype(np.int64)
+        cols.update(start_ns=start, dur_ns=dur, end_ns=start + dur)
+    else:
+        cols["t_ns"] = start
+    for k in list(cols):
+        cols[k] = cols[k][order]
+    return Table(cols)
+
+
+def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace:
+    """Read a Kineto/Chrome trace (``.json`` or gzipped, detected by content).
+
+    ``base_time_ns``: the clock base from the bundle's ``torch.jsonl`` when the trace has none.
+    Raises TraceReadError when the file cannot be opened or holds no JSON document at all; a
+    truncated or partly malformed file is read as far as it goes (see ``report``).
+    """
+    path = Path(path)
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise TraceReadError(f"cannot open {path}: {exc.strerror or exc}") from None
+    builder, st = ColumnBuilder(), ScanState()
+    counts = {"repaired": 0, "unparsable": 0}
+    with fh:
+        gz = fh.read(2) == _GZIP_MAGIC
+        fh.seek(0)
+        truncated, error = _stream_events(fh, gz, builder, st, counts)
+    if st.root is None:
+        raise TraceReadError(f"{path} holds no JSON document" + (f" ({error})" if error else ""))
+    doc = _metadata(bytes(st.skeleton))
+    if not st.events_seen:
+        error = error or "no traceEvents array: not a Chrome/Kineto trace"
+    parts, flows = builder.partitions(), builder.flows()
+    firsts = [float(t["ts"].min()) for t in parts.values() if len(t)]
+    meta = _meta(doc, base_time_ns, min(firsts) if firsts else None)
+    base = meta.base_time_ns or 0
+    c = builder.counts
+    report = ReadReport(st.offset, c["events"], c["kept"], c["flows"], c["invalid"], c["skipped"],
+                        counts["repaired"], counts["unparsable"], truncated, error, st.skeleton_dropped)
+    return KinetoTrace(str(path), meta, report, builder.name_table(), _to_ns(parts["gpu"], base),
+                       _to_ns(parts["runtime"], base), _to_ns(parts["cpu"], base), _to_ns(flows, base),
+                       builder.thread_names, builder.process_names)
+
+
+__all__ = ["KinetoTrace", "ReadReport", "TraceMeta", "TraceReadError", "parse_tolerant", "read_trace"]

@@ -1,0 +1,79 @@
+"""Arithmetic intensity of the profiled ops against the device's roofline ridge.
+
+FLOPs and bytes come from the trace (columns.py / flops.py). The GPU time of an op is the time of
+the kernels its launch calls enqueued (op ``External id`` -> runtime call -> correlation ->
+kernel); without kernels (CPU-only trace) the op's own host duration is used. The ridge point is
+peak FLOP/s ÷ peak bytes/s of the device, from the peak table passed in (``Peak``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from diagnose.signals.kineto.schema import CAT_CPU_OP, CAT_KERNEL
+from diagnose.signals.kineto.view import TraceView
+
+TOP_OPS = 10
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Peak dense throughput of a device and where the figures come from."""
+
+    device: str
+    flops_per_s: float
+    bytes_per_s: float
+    source: str
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        return self.flops_per_s / self.bytes_per_s
+
+
+def _op_gpu_ns(view: TraceView, ext_ids: np.ndarray) -> np.ndarray:
+    """Kernel time enqueued by the ops with these External ids (0 where none)."""
+    g = view.gpu
+    k = np.flatnonzero((g["cat"] == CAT_KERNEL) & (view.launch_row >= 0))
+    launch_ext = view.runtime["external_id"][view.launch_row[k]]
+    order = np.argsort(launch_ext, kind="stable")
+    sorted_ext, dur = launch_ext[order], g["dur_ns"][k][order]
+    cum = np.concatenate(([0], np.cumsum(dur)))
+    lo = np.searchsorted(sorted_ext, ext_ids, side="left")
+    hi = np.searchsorted(sorted_ext, ext_ids, side="right")
+    return np.where(ext_ids >= 0, cum[hi] - cum[lo], 0)
+
+
+def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
+    cpu = view.cpu
+    ops = np.flatnonzero((cpu["cat"] == CAT_CPU_OP) & np.isfinite(cpu["flops"]) & (cpu["flops"] > 0))
+    out: dict[str, Any] = {"ops_with_flops": int(len(ops)), "device": peak.device if peak else None,
+                           "ridge_flop_per_byte": peak.ridge_flop_per_byte if peak else None,
+                           "peak_source": peak.source if peak else None, "ops": []}
+    if not len(ops):
+        return out
+    flops, nbytes = cpu["flops"][ops], cpu["bytes"][ops]
+    gpu_ns = _op_gpu_ns(view, cpu["external_id"][ops]) if view.has_gpu else np.zeros(len(ops), np.int64)
+    time_ns = np.where(gpu_ns > 0, gpu_ns, cpu["dur_ns"][ops])
+    has_bytes = np.isfinite(nbytes) & (nbytes > 0)
+    out["flops"] = float(flops.sum())
+    out["bytes"] = float(nbytes[has_bytes].sum())
+    out["intensity_flop_per_byte"] = float(flops[has_bytes].sum() / nbytes[has_bytes].sum()) if has_bytes.any() else None
+    out["achieved_flops_per_s"] = float(flops.sum() / (time_ns.sum() / 1e9)) if time_ns.sum() > 0 else None
+    out["time_basis"] = "gpu kernels" if gpu_ns.sum() > 0 else "host op duration (no kernels linked)"
+    if peak and out["intensity_flop_per_byte"] is not None:
+        out["bound"] = "compute" if out["intensity_flop_per_byte"] >= peak.ridge_flop_per_byte else "bandwidth"
+    names = cpu["name"][ops]
+    rows = []
+    for nid in np.unique(names).tolist():
+        m = names == nid
+        f, b, t = flops[m].sum(), nbytes[m & has_bytes].sum(), time_ns[m].sum()
+        rows.append({"op": view.name(nid), "count": int(m.sum()), "flops": float(f), "bytes": float(b),
+                     "intensity_flop_per_byte": float(f / b) if b > 0 else None,
+                     "achieved_flops_per_s": float(f / (t / 1e9)) if t > 0 else None})
+    out["ops"] = sorted(rows, key=lambda r: -r["flops"])[:TOP_OPS]
+    return out
+
+
+__all__ = ["Peak", "roofline"]

@@ -1,0 +1,176 @@
+"""Structural scanner: cut a Chrome-trace JSON byte stream into event texts without parsing it.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array holds every event (or, in the plain
+Chrome format, a bare array of events). Parsing the whole document builds a Python object graph
+many times the file's size; instead each decompressed chunk is scanned with numpy for its
+structural bytes (quotes, brackets) to find where each event object starts and ends, and only
+complete events are handed on, one chunk at a time, to a real JSON parser (orjson). Bytes outside
+the events array (the trace's metadata) are kept as a small "skeleton" document parsed at the end.
+
+Memory is bounded by the chunk size plus the largest single event.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_QUOTE = ord('"')
+_BACKSLASH = ord("\\")
+_DELTA = np.zeros(256, np.int8)
+_DELTA[[ord("{"), ord("[")]] = 1
+_DELTA[[ord("}"), ord("]")]] = -1
+_STRUCTURAL = _DELTA != 0
+_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:\s*$')
+EVENTS_KEY = b"traceEvents"
+MAX_SKELETON_BYTES = 16 << 20  # metadata beyond this is dropped (and counted)
+KEY_WINDOW = 512  # bytes kept from the previous buffer to find the key of a root-level value
+
+
+@dataclass
+class ScanState:
+    """Scanner state carried from one buffer to the next."""
+
+    offset: int = 0  # stream offset of the current buffer's first byte
+    depth: int = 0
+    in_string: bool = False
+    root: int | None = None  # ord('{') or ord('[') once the document starts
+    in_events: bool = False
+    events_seen: bool = False
+    tail: bytes = b""  # last bytes before the buffer, to find root-level keys
+    skeleton: bytearray = field(default_factory=bytearray)
+    skeleton_dropped: int = 0
+
+    @property
+    def events_depth(self) -> int:
+        """Depth inside the events array (before an event's opening brace)."""
+        return 1 if self.root == ord("[") else 2
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Complete events of one buffer: ``buf[starts[i]:ends[i] + 1]`` is event i."""
+
+    buf: bytes
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def body(self) -> bytes:
+        """The events as a JSON array text (separators between events are commas/whitespace)."""
+        if not len(self.starts):
+            return b"[]"
+        return b"[" + self.buf[int(self.starts[0]):int(self.ends[-1]) + 1] + b"]"
+
+    def event(self, i: int) -> bytes:
+        return self.buf[int(self.starts[i]):int(self.ends[i]) + 1]
+
+
+def _real_quotes(b: np.ndarray) -> np.ndarray:
+    """Positions of quote bytes that are not escaped by an odd run of backslashes."""
+    quotes = np.flatnonzero(b == _QUOTE)
+    if not len(quotes):
+        return quotes
+    maybe = quotes[(quotes > 0) & (b[np.maximum(quotes - 1, 0)] == _BACKSLASH)]
+    if not len(maybe):
+        return quotes
+    escaped = []
+    for q in maybe.tolist():  # rare: only quotes right after a backslash
+        run, i = 0, q - 1
+        while i >= 0 and b[i] == _BACKSLASH:
+            run, i = run + 1, i - 1
+        if run % 2:
+            escaped.append(q)
+    return np.setdiff1d(quotes, np.asarray(escaped, np.int64), assume_unique=True) if escaped else quotes
+
+
+def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
+    """Scan ``buf`` (which never ends inside a backslash run unless final) and advance ``st``.
+
+    Returns the complete events and the bytes to prepend to the next buffer (an event that
+    started but did not end in ``buf``).
+    """
+    b = np.frombuffer(buf, np.uint8)
+    quotes = _real_quotes(b)
+    pos = np.flatnonzero(_STRUCTURAL[b])
+    inside = (np.searchsorted(quotes, pos) + int(st.in_string)) % 2 == 1
+    pos = pos[~inside]
+    delta = _DELTA[b[pos]].astype(np.int64)
+    after = st.depth + np.cumsum(delta)
+    before = after - delta
+    if st.root is None and len(pos):
+        st.root = int(b[pos[0]])
+        st.in_events = st.root == ord("[")
+        st.events_seen = st.in_events
+    regions = _event_regions(buf, pos, delta, before, after, st)
+    _keep_skeleton(buf, regions, st)
+    ed = st.events_depth
+    is_start = (delta > 0) & (before == ed) & (b[pos] == ord("{"))
+    is_end = (delta < 0) & (after == ed) & (b[pos] == ord("}"))
+    in_region = _mask_regions(pos, regions)
+    starts, ends = pos[is_start & in_region], pos[is_end & in_region]
+    carry = b""
+    if len(starts) > len(ends):  # the last event continues in the next buffer
+        cut = int(starts[len(ends)])
+        carry = buf[cut:]
+        starts = starts[:len(ends)]
+        st.depth, st.in_string = ed, False
+    else:
+        st.depth = int(after[-1]) if len(after) else st.depth
+        st.in_string = (len(quotes) + int(st.in_string)) % 2 == 1
+    st.offset += len(buf) - len(carry)
+    st.tail = buf[max(0, len(buf) - len(carry) - KEY_WINDOW):len(buf) - len(carry)]
+    return Batch(buf, starts, ends), carry
+
+
+def _event_regions(buf: bytes, pos: np.ndarray, delta: np.ndarray, before: np.ndarray,
+                   after: np.ndarray, st: ScanState) -> list[tuple[int, int]]:
+    """Byte ranges of ``buf`` inside the events array: [first content byte, closing bracket)."""
+    if st.root == ord("["):
+        close = np.flatnonzero((delta < 0) & (after == 0))
+        end = int(pos[close[0]]) if len(close) else len(buf)
+        if len(close):
+            st.in_events = False
+        return [(0, end)]
+    regions: list[tuple[int, int]] = []
+    start = 0 if st.in_events else None
+    root_level = np.flatnonzero(((delta > 0) & (before == 1)) | ((delta < 0) & (after == 1)))
+    for i in root_level.tolist():
+        p = int(pos[i])
+        if delta[i] > 0:
+            window = (st.tail + buf[:p])[-KEY_WINDOW:] if p < KEY_WINDOW else buf[p - KEY_WINDOW:p]
+            m = _KEY_BEFORE.search(window)
+            if m and m.group(1) == EVENTS_KEY and buf[p] == ord("["):
+                start, st.in_events, st.events_seen = p + 1, True, True
+        elif st.in_events:
+            regions.append((start or 0, p))
+            start, st.in_events = None, False
+    if st.in_events:
+        regions.append((start or 0, len(buf)))
+    return regions
+
+
+def _mask_regions(pos: np.ndarray, regions: list[tuple[int, int]]) -> np.ndarray:
+    mask = np.zeros(len(pos), bool)
+    for lo, hi in regions:
+        mask[np.searchsorted(pos, lo):np.searchsorted(pos, hi)] = True
+    return mask
+
+
+def _keep_skeleton(buf: bytes, regions: list[tuple[int, int]], st: ScanState) -> None:
+    """Append the bytes outside the events array to the metadata skeleton (bounded)."""
+    if st.root != ord("{"):
+        return
+    lo = 0
+    pieces = []
+    for a, b in regions:
+        pieces.append(buf[lo:a])
+        lo = b
+    pieces.append(buf[lo:])
+    for piece in pieces:
+        room = MAX_SKELETON_BYTES - len(st.skeleton)
+        st.skeleton += piece[:max(0, room)]
+        st.skeleton_dropped += max(0, len(piece) - max(0, room))
+
+
+__all__ = ["Batch", "ScanState", "scan"]

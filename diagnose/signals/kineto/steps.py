@@ -1,0 +1,40 @@
+"""Training/serving steps (``ProfilerStep#N``) and the input pipeline's share of each step."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from diagnose.rules.kernel_catalog import DATALOADER
+from diagnose.signals.kineto.intervals import merge, overlap_each
+from diagnose.signals.kineto.view import TraceView, steps
+
+
+def step_stats(view: TraceView) -> dict[str, Any]:
+    """Per step: duration, time in DataLoader annotations, GPU busy time within the step."""
+    st = steps(view)
+    if not st:
+        return {"steps": [], "count": 0, "p50_ms": None, "max_ms": None, "dataloader_share_pct": None,
+                "gpu_busy_pct": None}
+    lo = np.array([s for _, s, _ in st], np.int64)
+    hi = np.array([e for _, _, e in st], np.int64)
+    dl = view.name_mask(view.cpu, DATALOADER)
+    ds, de = merge(view.cpu["start_ns"][dl], view.cpu["end_ns"][dl])
+    gs, ge = merge(view.gpu["start_ns"], view.gpu["end_ns"])
+    loader = overlap_each(ds, de, lo, hi)
+    busy = overlap_each(gs, ge, lo, hi)
+    dur = hi - lo
+    rows = [{"step": n, "start_ns": int(a), "dur_ms": d / 1e6, "dataloader_ms": l / 1e6,
+             "dataloader_pct": 100.0 * l / d if d else None,
+             "gpu_busy_pct": 100.0 * b / d if d and view.has_gpu else None}
+            for (n, _, _), a, d, l, b in zip(st, lo, dur, loader, busy)]
+    total = int(dur.sum())
+    return {
+        "steps": rows, "count": len(rows),
+        "p50_ms": float(np.percentile(dur, 50) / 1e6), "max_ms": float(dur.max() / 1e6),
+        "dataloader_share_pct": 100.0 * int(loader.sum()) / total if total and dl.any() else None,
+        "gpu_busy_pct": 100.0 * int(busy.sum()) / total if total and view.has_gpu else None,
+    }
+
+
+__all__ = ["step_stats"]

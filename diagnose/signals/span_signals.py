@@ -1,0 +1,59 @@
+"""Span summaries -> Signals: spans.* (latency, QPS, concurrency, stages, tail) and llm.*."""
+from __future__ import annotations
+
+from typing import Any
+
+from diagnose.model import Signal, missing
+from diagnose.rules.stage_catalog import STAGES
+
+SRC = "spans (OpenTelemetry, root span = request)"
+NO_SPANS = ("no stage spans in this capture: start the service under `diagnose run` (agent) or "
+            "send OTLP spans to the receiver")
+LATENCY = (("spans.p50_ms", "p50_ms"), ("spans.p90_ms", "p90_ms"), ("spans.p95_ms", "p95_ms"),
+           ("spans.p99_ms", "p99_ms"), ("spans.p999_ms", "p999_ms"), ("spans.mean_ms", "mean_ms"))
+
+
+def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) -> dict[str, Signal]:
+    if not summary.get("requests"):
+        out = {n: missing(n, "ms", SRC, reason) for n, _ in LATENCY}
+        out["spans.qps"] = missing("spans.qps", "1/s", SRC, reason)
+        for n in [f"spans.stage_share_pct[{st}]" for st in STAGES] + ["spans.tail_gc_overlap_pct"]:
+            out[n] = missing(n, "%", SRC, reason)
+        return out
+    lat = summary["latency"]
+    out = {n: Signal(n, lat[k], "ms", SRC + f", {lat['count']} requests") for n, k in LATENCY}
+    out["spans.requests"] = Signal("spans.requests", float(summary["requests"]), "requests", SRC)
+    out["spans.qps"] = Signal("spans.qps", summary["qps"], "1/s", SRC + ", requests ended per second of the window")
+    out["spans.in_flight_mean"] = Signal("spans.in_flight_mean", summary["in_flight_measured_mean"], "requests",
+                                         SRC + ", time-average of open requests (sweep)")
+    out["spans.in_flight_littles_law"] = Signal("spans.in_flight_littles_law", summary["in_flight_littles_law"],
+                                                "requests", SRC + ", QPS x mean latency")
+    for st in STAGES:
+        n = f"spans.stage_share_pct[{st}]"
+        out[n] = Signal(n, summary["stage_share_pct"][st], "%", SRC + ", stage spans (rules/stage_catalog.py) "
+                        "inside requests / request time")
+    if tail.get("gc_overlap_pct") is not None:
+        out["spans.tail_gc_overlap_pct"] = Signal("spans.tail_gc_overlap_pct", tail["gc_overlap_pct"], "%",
+                                                  SRC + " + gc.jsonl, slowest 1% overlapping a GC pause")
+    else:
+        out["spans.tail_gc_overlap_pct"] = missing("spans.tail_gc_overlap_pct", "%", SRC,
+                                                   "no GC pauses recorded (gc.jsonl absent or empty)")
+    return out
+
+
+def llm_signals(llm: dict[str, Any]) -> dict[str, Signal]:
+    out: dict[str, Signal] = {}
+    src = SRC + ", gen_ai attributes / first-token events"
+    for metric in ("ttft", "tpot"):
+        for q in ("p50", "p99"):
+            n = f"llm.{metric}_{q}_ms"
+            v = llm[metric][f"{q}_ms"]
+            out[n] = (Signal(n, v, "ms", src) if v is not None else
+                      missing(n, "ms", src, f"no span carries {metric.upper()} (gen_ai attributes or a first-token event)"))
+    if llm.get("output_tokens_per_s") is not None:
+        out["llm.output_tokens_per_s"] = Signal("llm.output_tokens_per_s", llm["output_tokens_per_s"], "tokens/s",
+                                                src + ", gen_ai.usage.output_tokens")
+    return out
+
+
+__all__ = ["NO_SPANS", "llm_signals", "request_signals"]

@@ -1,0 +1,203 @@
+"""Timeline signal source: torch traces, spans, GC pauses and py-spy stacks on one clock.
+
+Reads ``torch.jsonl`` + ``torch/trace-*.json.gz`` (kernel timeline), ``spans.jsonl``, ``gc.jsonl``
+and the py-spy windows, runs the pure analyzers (signals/kineto, signals/spans*, signals/join) and
+returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tables for renderers.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diagnose.bundle import Bundle
+from diagnose.model import Signal, missing
+from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
+from diagnose.rules.gpu_specs import find_spec
+from diagnose.signals.base import SourceResult, collector_reason
+from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
+from diagnose.signals.kineto.analysis import TraceReport, analyze_trace
+from diagnose.signals.kineto.reader import TraceReadError, read_trace
+from diagnose.signals.kineto.roofline import Peak
+from diagnose.signals.kineto.signals import trace_signals
+from diagnose.signals.span_signals import NO_SPANS, llm_signals, request_signals
+from diagnose.signals.spans import SpanSet, parse_spans, request_summary
+from diagnose.signals.spans_llm import llm_summary
+from diagnose.signals.spans_tail import gc_pauses, tail_summary
+from diagnose.signals.stacks import classify, segments_from_chrometrace
+
+TORCH_INDEX = "torch.jsonl"
+NO_TRACE = ("no torch profiler trace in this bundle: run the service under `diagnose run` (agent) "
+            "or pass a trace file to `diagnose analyze`")
+SLOW_STEP_PCT = 90
+AGENT_THREAD_PREFIX = "diagnose-"
+
+
+def device_peak(device: str) -> Peak | None:
+    spec = find_spec(device)
+    return Peak(spec.model, spec.dense_bf16_flops_per_s, spec.mem_bytes_per_s, spec.source) if spec else None
+
+
+def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
+    """Traces indexed in torch.jsonl (with their clock base), else any torch/*.json[.gz]."""
+    rows = [(bundle.member(r["file"]), r.get("base_time_ns")) for r in bundle.records(TORCH_INDEX)
+            if isinstance(r.get("file"), str) and not r.get("error") and bundle.member(r["file"])]
+    if not rows and (bundle.path / "torch").is_dir():
+        rows = [(p, None) for p in sorted((bundle.path / "torch").glob("*.json*"))]
+    return rows
+
+
+def _reports(bundle: Bundle) -> tuple[list[TraceReport], list[str]]:
+    reports, errors = [], []
+    for path, base in trace_files(bundle):
+        try:
+            trace = read_trace(path, base if isinstance(base, int) else None)
+        except TraceReadError as exc:
+            errors.append(str(exc))
+            continue
+        if trace.report.error:
+            errors.append(f"{path.name}: {trace.report.error}" + (
+                f" at byte {trace.report.truncated_at_byte}" if trace.report.truncated_at_byte is not None else ""))
+        reports.append(analyze_trace(trace, device_peak))
+    return reports, errors
+
+
+def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
+    """py-spy stacks on the Unix clock: window ``origin_ns`` + chrometrace ``ts`` (µs).
+
+    The agent's own threads in the target (named ``diagnose-*``) are left out: they are the
+    measurement, not the service. A thread's name is the one py-spy reported in any sample.
+    """
+    sources = {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")
+               if "file" in r and "line" in r and "text" in r}
+    cats: dict[tuple, str] = {}
+    segs = []
+    for w in bundle.records("pyspy.jsonl"):
+        origin = w.get("origin_ns")
+        try:
+            path = bundle.member(w["file"])  # never a device or a path outside the bundle
+            events = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path else None
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if type(origin) is int and isinstance(events, list):
+            segs += [(origin, seg) for seg in segments_from_chrometrace(events)]
+    names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
+    out = []
+    for origin, seg in segs:
+        name = names.get(seg.tid, "?")
+        if name.startswith(AGENT_THREAD_PREFIX):
+            continue
+        cat = cats.get(seg.frames) or cats.setdefault(seg.frames, classify(seg.frames, sources))
+        out.append(TimedStack(seg.tid, name, origin + int(seg.start_us * 1000),
+                              origin + int(seg.end_us * 1000), seg.frames, cat))
+    return out
+
+
+def _capture_window(bundle: Bundle) -> tuple[int, int] | None:
+    m = bundle.manifest
+    lo, hi = m.get("started_ns"), m.get("ended_ns")
+    return (lo, hi) if type(lo) is int and type(hi) is int and hi > lo else None
+
+
+def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet) -> dict[str, Any] | None:
+    if not reports:
+        return None
+    gpu = [r for r in reports if r.has_gpu]
+    use = gpu or reports
+    windows = [(int(a), int(b)) for r in use for a, b in zip(r.gaps.start_ns, r.gaps.end_ns)]
+    j = join("gpu_gaps" if gpu else "torch_gaps", windows, stacks, ss.spans)
+    for r in use:  # the listed (longest) gaps: what the busiest sampled thread ran in each
+        rows = r.tables["gaps"]
+        for row, who in zip(rows, busiest_in_each(stacks, [(g["start_ns"], g["end_ns"]) for g in rows])):
+            row["pyspy"] = who
+    span = sum(r.gaps.window_ns for r in use)
+    share = 100.0 * sum(r.gaps.total_ns for r in use) / span if span else 0.0
+    thr = use[0].gaps.min_gap_ns
+    if gpu:
+        idle = 100.0 * sum(r.temporal.idle_ns for r in gpu) / sum(r.temporal.span_ns for r in gpu)
+        lead = (f"GPU idle {idle:.0f}% of the kernel window ({share:.0f}% in {len(windows)} gaps "
+                f">= {thr / 1e3:g} us)")
+    else:
+        lead = (f"No GPU activity recorded; no torch op ran for {share:.0f}% of the profiled window "
+                f"({len(windows)} gaps >= {thr / 1e6:g} ms)")
+    j["headline"] = headline(j, lead)
+    return j
+
+
+def _slow_join(reports: list[TraceReport], tail: dict[str, Any], stacks: list[TimedStack],
+               ss: SpanSet) -> dict[str, Any] | None:
+    """The slowest 1% of requests, else the slowest steps (>= P90) of the torch trace."""
+    if tail.get("requests"):
+        j = join("slow_requests", tail["windows"], stacks, ss.spans)
+        stage = tail.get("dominant_stage")
+        what = "request" if tail["requests"] == 1 else f"{tail['requests']} requests"
+        lead = f"The slowest {what} (>= {tail['cut_ms']:.1f} ms)"
+        if stage:
+            lead += f" spent {tail['stage_share_pct'][stage]:.0f}% in stage `{stage}`"
+        j["headline"] = headline(j, lead)
+        return j
+    steps = [s for r in reports for s in r.tables["steps"]["steps"]]
+    if not steps:
+        return None
+    cut = float(np.percentile([s["dur_ms"] for s in steps], SLOW_STEP_PCT))
+    slow = [s for s in steps if s["dur_ms"] >= cut]
+    windows = [(s["start_ns"], s["start_ns"] + int(s["dur_ms"] * 1e6)) for s in slow]
+    j = join("slow_steps", windows, stacks, ss.spans)
+    what = "step" if len(slow) == 1 else f"{len(slow)} steps"
+    j["headline"] = headline(j, f"The slowest {what} (>= {cut:.1f} ms)")
+    return j
+
+
+def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reason: str) -> dict[str, Signal]:
+    src = "py-spy samples inside " + {"gap": "GPU/torch-op idle gaps", "slow": "the slowest requests/steps"}[prefix]
+    busy_name = f"join.{prefix}_busy_thread_pct"
+    if not j or not j.get("threads"):
+        why = reason if not j else ("no windows to join" if not j.get("windows") else pyspy_reason)
+        return {busy_name: missing(busy_name, "%", src, why)}
+    out = {busy_name: Signal(busy_name, j["threads"][0]["busy_pct"], "%",
+                             src + f", busiest thread {j['threads'][0]['thread']}")}
+    shares = {c["name"]: c["share_pct"] for c in j["categories"]}
+    if shares:
+        for cat in ALL_CATEGORIES:
+            if cat not in PARKED:
+                n = f"join.{prefix}_category_share_pct[{cat}]"
+                out[n] = Signal(n, shares.get(cat, 0.0), "%", src + ", share of non-idle thread-time")
+    return out
+
+
+def timeline_signals(bundle: Bundle) -> SourceResult:
+    reports, trace_errors = _reports(bundle)
+    torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
+    if "agent" in bundle.collectors and not reports:
+        torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
+    ss = parse_spans(bundle.records("spans.jsonl"))
+    window = _capture_window(bundle)
+    summary = request_summary(ss, window)
+    llm = llm_summary(ss.spans, summary.get("window_s"))
+    tail = tail_summary(ss.requests, gc_pauses(bundle.records("gc.jsonl")))
+    stacks = load_timed_stacks(bundle)
+    gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
+    span_reason = NO_SPANS if not ss.spans else "spans recorded but none is a request (root span)"
+    signals = trace_signals(reports, torch_reason)
+    signals.update(request_signals(summary, tail, span_reason))
+    if ss.spans:
+        signals.update(llm_signals(llm))
+    pyspy_reason = ("no py-spy samples fall inside the windows" if stacks
+                    else collector_reason(bundle, "pyspy") + " (no py-spy stacks to join)")
+    signals.update(join_signals("gap", gap_j, torch_reason, pyspy_reason))
+    signals.update(join_signals("slow", slow_j, span_reason if not reports else "no requests or steps",
+                                pyspy_reason))
+    details: dict[str, Any] = {
+        "torch_traces": [r.to_json() for r in reports],
+        "requests": summary, "llm": llm if ss.spans else None,
+        "tail": {k: v for k, v in tail.items() if k != "windows"},
+        "join": {"gaps": gap_j, "slow": slow_j},
+    }
+    quality = {"torch_traces": len(reports), "torch_trace_errors": trace_errors,
+               "spans": len(ss.spans), "spans_invalid": ss.invalid, "pyspy_stack_segments": len(stacks)}
+    return SourceResult(signals, quality, details)
+
+
+__all__ = ["load_timed_stacks", "timeline_signals", "trace_files"]

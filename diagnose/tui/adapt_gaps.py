@@ -1,0 +1,76 @@
+"""GPU idle gaps -> GapsVM. Pure.
+
+Reads the kernel-timeline analysis' details: ``torch_traces[*].gaps`` (the longest idle gaps of
+each trace with the host op that covered most of each, Kineto clock on Unix ns),
+``torch_traces[*].host_in_gaps`` (host ops open during the gaps) and ``join.gaps`` (py-spy
+samples and stage spans inside the gaps, on the common clock). Without a trace it says why.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from diagnose.model import Analysis
+from diagnose.tui.viewmodels import GapsVM, TableVM
+
+GAP_SIGNALS = ("gpu.idle_gap_share", "gpu.idle_pct")
+TOP = 5
+NO_TRACE = "no kernel timeline (torch profiler trace) in this capture"
+HOW = ("Gaps come from a torch profiler trace: start the service under `diagnose run` so attach "
+       "drives the in-process agent, or pass a trace to `diagnose analyze`.")
+
+
+def _clock(ns: int | None) -> str:
+    """Unix ns as HH:MM:SS.mmm UTC-of-day; gaps are milliseconds apart, seconds are not enough."""
+    if not ns:
+        return "?"
+    s, frac = divmod(int(ns), 1_000_000_000)
+    return f"{(s // 3600) % 24:02d}:{(s // 60) % 60:02d}:{s % 60:02d}.{frac // 1_000_000:03d}"
+
+
+def _dur(us: float | None) -> str:
+    if us is None:
+        return "?"
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} us"
+
+
+def gap_rows(traces: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
+    rows = []
+    for t in traces:
+        label = f"rank {t['rank']}" if t.get("rank") is not None else "rank ?"
+        for g in t.get("gaps") or []:
+            rows.append((label, _clock(g.get("start_ns")), _dur(g.get("dur_us")), g.get("host_op") or "-"))
+    return tuple(rows)
+
+
+def during_rows(traces: list[dict[str, Any]], join: dict[str, Any] | None) -> tuple[tuple[str, ...], ...]:
+    """What ran while the GPU idled: py-spy categories/functions, stage spans, torch host ops."""
+    rows: list[tuple[str, ...]] = []
+    j = join or {}
+    for kind, key, name in (("py-spy category", "categories", "name"),
+                            ("py-spy function", "functions", "name"), ("stage span", "spans", "span")):
+        for r in (j.get(key) or [])[:TOP]:
+            rows.append((kind, str(r.get(name)), f"{r.get('share_pct', 0.0):.0f}%"))
+    for t in traces:
+        for r in (t.get("host_in_gaps") or [])[:TOP]:
+            rows.append(("torch host op", str(r.get("name")), f"{r.get('share_pct', 0.0):.0f}%"))
+    return tuple(rows)
+
+
+def gaps_view(a: Analysis) -> GapsVM:
+    traces = [t for t in (a.details.get("torch_traces") or []) if isinstance(t, dict)]
+    join = (a.details.get("join") or {}).get("gaps") if isinstance(a.details.get("join"), dict) else None
+    if not traces:
+        reason = next((a.signals[n].reason for n in GAP_SIGNALS
+                       if n in a.signals and a.signals[n].reason), NO_TRACE)
+        return GapsVM("", TableVM("GPU idle gaps", (), (), f"not captured: {reason}. {HOW}"),
+                      TableVM("while the GPU idled", (), (), ""))
+    summary = [f"{t.get('rank', '?')}: {g['count']} gaps >= {g['min_gap_us']:g} us, "
+               f"{g['share_pct']:.1f}% of the {'GPU' if g.get('of') == 'gpu' else 'torch-op'} window"
+               for t in traces if isinstance(g := t.get("idle_gaps"), dict) and "count" in g]
+    headline = (join or {}).get("headline") or "; ".join(summary)
+    table = TableVM("GPU idle gaps (longest, in time order)", ("trace", "start (UTC)", "duration",
+                                                               "host op covering it"),
+                    gap_rows(traces), "no GPU idle gap above the threshold")
+    during = TableVM("while the GPU idled", ("from", "what", "share"), during_rows(traces, join),
+                     "no samples or host ops inside the gaps")
+    return GapsVM(headline, table, during)

@@ -1,0 +1,243 @@
+"""The Textual App and ``make_app``, the one factory the CLI and the tests share.
+
+Modes: results (``diagnose tui BUNDLE``), live (a capture running in a LiveSession: the live view,
+then the results view when it ends) and replay (the live view as it looked at the end of a
+finished bundle; used by ``diagnose tui --live`` and the snapshot tests). Work that reads the
+bundle runs in thread workers and reaches the screens only as messages.
+"""
+from __future__ import annotations
+
+import select
+import threading
+import time
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import get_current_worker
+
+from diagnose.analysis import analyze
+from diagnose.bundle import Bundle
+from diagnose.finish import analyze_and_write
+from diagnose.tui.adapt_results import results_view
+from diagnose.tui.export import available, export
+from diagnose.tui.feed import LiveFeed, LiveSession, replay_view
+from diagnose.tui.help import HelpScreen
+from diagnose.tui.live import LiveScreen
+from diagnose.tui.messages import CaptureEnded, LiveUpdate, ProgressUpdate, ResultsData, ResultsReady
+from diagnose.tui.results import ResultsScreen
+from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
+
+POLL_S = 0.5  # header and CPU series refresh; each redraw costs the capture's process GIL time
+ANALYSE_EVERY_S = 1.0  # provisional verdict refresh
+REPAINT_S = 5.0
+PERFETTO_NA = "not available: no 'perfetto' renderer is registered in diagnose.render.RENDERERS"
+EXIT_CHECK_S = 0.25
+_GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def terminal_gone(fd: int = 0) -> bool:
+    """True once the terminal behind ``fd`` has hung up (its window closed, its pty master gone)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(ev & _GONE for _, ev in poller.poll(0))
+
+
+class DiagnoseApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "diagnose"
+    ENABLE_COMMAND_PALETTE = False  # the footer's room goes to the keys that matter here
+    BINDINGS = [
+        Binding("e", "export('md')", "Markdown"),
+        Binding("j", "export('json')", "JSON"),
+        Binding("p", "export('perfetto')", "Perfetto"),
+        Binding("p", "perfetto_unavailable", "Perfetto n/a"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "stop_capture", "Stop capture"),
+        Binding("ctrl+c", "stop_capture", "Stop capture", show=False, priority=True),
+        Binding("q", "close", "Quit"),
+    ]
+
+    def __init__(self, *, results: ResultsData | None = None, session: LiveSession | None = None,
+                 replay: tuple[LiveHeaderVM, LiveVM] | None = None, export_dir: Path | None = None):
+        super().__init__()
+        self.results = results
+        self.session = session
+        self.replay = replay
+        self.feed = LiveFeed(session) if session is not None else None
+        if self.feed is not None:
+            self.feed.start()
+        self.export_dir = export_dir or Path.cwd()
+        self.exported: list[Path] = []
+        # Set (by the runner's SIGTERM/SIGINT/SIGHUP handlers, or when the terminal hangs up) to
+        # the reason to leave: a capture is stopped and its report written first.
+        self.exit_requested: str | None = None
+        self._ui_closed = threading.Event()
+
+    @property
+    def capturing(self) -> bool:
+        return self.session is not None and self.results is None
+
+    def on_mount(self) -> None:
+        if self.replay is not None:
+            self.push_screen(LiveScreen(*self.replay))
+        elif self.session is not None:
+            self.push_screen(LiveScreen(self.session.header()))
+            self.session.start()
+            self._watch_progress()
+            self._watch_bundle()
+            # `diagnose run --capture` shares the terminal with the command it started: repaint
+            # the whole screen now and then so the command's own output does not linger over it.
+            self.set_interval(REPAINT_S, self.refresh)
+        elif self.results is not None:
+            self._show_results(self.results)
+        self.set_interval(EXIT_CHECK_S, self._check_exit)
+
+    def _check_exit(self) -> None:
+        if self.exit_requested is None and not self.is_headless and terminal_gone():
+            self.exit_requested = "terminal closed"
+        if self.exit_requested is None:
+            return
+        if self.capturing:  # stop, let the final analysis write the report, then leave
+            if not self.session.done.is_set():
+                self.session.request_stop(self.exit_requested)
+            return
+        self.exit()
+
+    def on_unmount(self) -> None:
+        self._ui_closed.set()
+        if self.feed is not None:
+            self.feed.close()
+
+    def _show_results(self, data: ResultsData) -> None:
+        self.results = data
+        screen = ResultsScreen(results_view(data.analysis, data.manifest, data.bundle_path.name))
+        if self.screen_stack and isinstance(self.screen, LiveScreen):
+            self.switch_screen(screen)
+        else:
+            self.push_screen(screen)
+        self.refresh_bindings()
+
+    # -- live capture: two thread workers, results only as messages ---------------------------
+
+    @work(thread=True, name="progress")
+    def _watch_progress(self) -> None:
+        worker, session = get_current_worker(), self.session
+        while not worker.is_cancelled and not self._ui_closed.is_set():
+            self.post_message(ProgressUpdate(session.header()))
+            if session.done.is_set():
+                return
+            session.done.wait(POLL_S)
+
+    @work(thread=True, name="live-analysis")
+    def _watch_bundle(self) -> None:
+        worker, session, feed = get_current_worker(), self.session, self.feed
+        next_analysis = 0.0
+        while not worker.is_cancelled and not self._ui_closed.is_set():
+            done = session.done.is_set()
+            changed = feed.drain() > 0
+            if not done and time.monotonic() >= next_analysis and feed.analyse():
+                next_analysis = time.monotonic() + ANALYSE_EVERY_S
+                changed = True
+            if changed or done:  # redraw only for new data: drawing takes the capture's GIL
+                self.post_message(LiveUpdate(feed.view()))
+            if done:
+                feed.close()
+                self.post_message(CaptureEnded())
+                return
+            session.done.wait(POLL_S)
+
+    def on_progress_update(self, message: ProgressUpdate) -> None:
+        if isinstance(self.screen, LiveScreen):
+            self.screen.show_header(message.header)
+
+    def on_live_update(self, message: LiveUpdate) -> None:
+        if isinstance(self.screen, LiveScreen):
+            self.screen.show_live(message.vm)
+
+    def on_capture_ended(self, _: CaptureEnded) -> None:
+        if self.session.error is not None or self.session.result is None:
+            self.exit()  # the runner re-raises the capture's error in the main thread
+            return
+        self.notify("capture ended: analysing the whole bundle…", timeout=3)
+        self._final_analysis(self.session.result.bundle_path)
+
+    @work(thread=True, name="final-analysis")
+    def _final_analysis(self, path: Path) -> None:
+        try:
+            bundle, analysis = analyze_and_write(path)
+            self.post_message(ResultsReady(ResultsData(analysis, bundle.manifest, bundle.path)))
+        except OSError as exc:  # cannot write findings.json/report.md: still show the results
+            bundle = Bundle.open(path)
+            self.post_message(ResultsReady(ResultsData(analyze(bundle), bundle.manifest, bundle.path),
+                                           f"could not write findings.json/report.md: {exc}"))
+
+    def on_results_ready(self, message: ResultsReady) -> None:
+        if message.data is not None and self.exit_requested:
+            self.results = message.data  # written to disk already; nobody is there to browse it
+            self.exit()
+            return
+        self._show_results(message.data)
+        if message.error:
+            self.notify(message.error, severity="error", timeout=10)
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        browsing = self.results is not None
+        if action == "stop_capture":
+            return self.capturing
+        if action == "close":
+            return not self.capturing
+        if action == "export":
+            return browsing and available(str(parameters[0]))
+        if action == "perfetto_unavailable":
+            return browsing and not available("perfetto")
+        return True
+
+    def action_stop_capture(self) -> None:
+        if self.session is not None and not self.session.done.is_set():
+            self.session.request_stop()
+            self.notify("stopping the capture; the results follow", timeout=3)
+            self.on_progress_update(ProgressUpdate(self.session.header()))
+
+    def action_close(self) -> None:
+        self.exit()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen("" if available("perfetto") else PERFETTO_NA))
+
+    def action_export(self, fmt: str) -> None:
+        data = self.results
+        if data is None:
+            return
+        try:
+            path = export(data.analysis, data.manifest, data.bundle_path, fmt, self.export_dir)
+        except (OSError, KeyError) as exc:
+            self.notify(f"export {fmt} failed: {exc}", severity="error", timeout=8)
+            return
+        self.exported.append(path)
+        self.notify(f"wrote {path}", title=f"export {fmt}", timeout=6)
+
+    def action_perfetto_unavailable(self) -> None:
+        self.notify(f"Perfetto export {PERFETTO_NA}", severity="warning", timeout=6)
+
+
+def make_app(bundle: Path | None = None, *, session: LiveSession | None = None, live: bool = False,
+             export_dir: Path | None = None) -> DiagnoseApp:
+    """The App for the CLI and the tests.
+
+    ``bundle``: analyse it now (raises BundleError when it is not a bundle) and browse the results,
+    or with ``live`` show the live view as it looked at the bundle's end. ``session``: a capture
+    to run and watch. Exports (e/j/p) go to ``export_dir`` (default: the current directory).
+    """
+    if (bundle is None) == (session is None):
+        raise ValueError("make_app needs exactly one of bundle or session")
+    if session is not None:
+        return DiagnoseApp(session=session, export_dir=export_dir)
+    if live:
+        return DiagnoseApp(replay=replay_view(Path(bundle)), export_dir=export_dir)
+    b = Bundle.open(Path(bundle))
+    return DiagnoseApp(results=ResultsData(analyze(b), b.manifest, b.path), export_dir=export_dir)

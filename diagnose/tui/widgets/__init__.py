@@ -1,0 +1,1 @@
+"""Small widgets, each named for what it shows and fed one frozen view-model via ``show()``."""

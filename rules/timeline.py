@@ -1,0 +1,137 @@
+"""Rules on the kernel timeline, span analytics and the cross-source join.
+
+Thresholds: GPU idle >= 30% of the kernel window with most of it host wait is HTA's "GPU starved by
+the host" signature; compute kernels >= 60% of GPU time with the GPU busy >= 70% is compute-bound
+(change the model first); memory-group kernels >= 60% with a busy GPU is bandwidth-bound; a stage
+holding >= 30% of request time is the first place to act (queueing: service layer; network/db:
+system layer).
+"""
+from diagnose.model import Layer, Quadrant, Severity
+from diagnose.rules.base import Condition, Rule
+
+Q, L, S = Quadrant, Layer, Severity
+
+TIMELINE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "service.gpu_starved_by_host", "The GPU waits for the host (kernel timeline)", Q.SERVICE, L.SERVICE,
+        S.CRITICAL,
+        (Condition("gpu.idle_pct", ">=", 30.0, 40.0), Condition("gpu.idle_host_wait_pct", ">=", 60.0, 30.0)),
+        "The GPU was idle {0:.0f}% of the kernel window and {1:.0f}% of that idle time the next kernel "
+        "had not even been launched: the host does not feed the GPU fast enough.",
+        ("Find what the host does in the gaps (see 'GPU idle gaps'): move pre/post-processing and "
+         "tokenization off the launching thread, pipelined with the model",
+         "Batch requests so each launch carries more work; overlap input copies (pinned memory, non_blocking)",
+         "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
+    ),
+    Rule(
+        "service.gpu_gaps_host_busy", "During GPU idle gaps the host threads are busy", Q.SERVICE, L.SERVICE,
+        S.WARNING,
+        (Condition("gpu.idle_gap_share", ">=", 20.0, 40.0), Condition("join.gap_busy_thread_pct", ">=", 60.0, 35.0)),
+        "{0:.0f}% of the kernel window is in idle gaps, during which the busiest Python thread was busy "
+        "{1:.0f}% of its samples: CPU work on the critical path keeps the GPU waiting.",
+        ("Parallelise or vectorise the work the join names (tokenizer, image decode, JSON)",
+         "Run it in worker processes ahead of the model (a queue of ready batches)"),
+    ),
+    Rule(
+        "io.gpu_gaps_host_waiting", "GPU and host threads wait at the same time", Q.IO, L.SYSTEM, S.WARNING,
+        (Condition("gpu.idle_gap_share", ">=", 20.0, 40.0), Condition("join.gap_busy_thread_pct", "<=", 30.0, 30.0)),
+        "{0:.0f}% of the kernel window is in idle gaps while the busiest Python thread was busy only "
+        "{1:.0f}% of its samples: both wait on something outside (IO, network, another process).",
+        ("Check what the threads block on during the gaps (socket/file reads in the join's stacks)",
+         "Prefetch inputs, use async IO, keep connections alive"),
+    ),
+    Rule(
+        "service.torch_starved_on_cpu", "The model waits for Python pre/post-processing (CPU)", Q.SERVICE,
+        L.SERVICE, S.WARNING,
+        (Condition("torch.op_idle_gap_share", ">=", 30.0, 40.0), Condition("join.gap_busy_thread_pct", ">=", 60.0, 35.0)),
+        "No torch op ran in {0:.0f}% of the profiled window (gaps >= 1 ms) while the busiest Python "
+        "thread was busy {1:.0f}% of its samples there: Python code between model calls dominates.",
+        ("Batch requests so the model runs on more items per call",
+         "Move the Python work the join names to worker processes or vectorised/native code"),
+    ),
+    Rule(
+        "compute.gpu_compute_kernels", "GEMM/conv/attention kernels keep the GPU busy", Q.COMPUTE, L.MODEL,
+        S.WARNING,
+        (Condition("gpu.compute_pct", ">=", 70.0, 25.0),
+         Condition("kernels.group_share_pct[compute]", ">=", 60.0, 35.0)),
+        "Compute kernels run {0:.0f}% of the kernel window and are {1:.0f}% of GPU kernel time.",
+        ("Make the model cheaper: quantization (INT8/FP8), distillation, pruning",
+         "Then the engine: tensor-core dtypes (bf16/fp16), fused attention, torch.compile / TensorRT"),
+    ),
+    Rule(
+        "bandwidth.memory_kernels", "Memory-bound kernels dominate the GPU", Q.BANDWIDTH, L.MODEL, S.WARNING,
+        (Condition("kernels.group_share_pct[memory]", ">=", 60.0, 35.0), Condition("gpu.idle_pct", "<=", 30.0, 30.0)),
+        "Elementwise/reduction/norm/copy kernels are {0:.0f}% of GPU kernel time on a GPU idle only "
+        "{1:.0f}% of the window: the kernels wait on memory bandwidth.",
+        ("Fuse elementwise chains (torch.compile, fused norms/optimizers)",
+         "Lower precision weights/activations (bf16, FP8, INT8/INT4 weight-only) to move fewer bytes"),
+    ),
+    Rule(
+        "bandwidth.below_ridge", "Matmul intensity is below the GPU's roofline ridge", Q.BANDWIDTH, L.MODEL,
+        S.INFO,
+        (Condition("kernels.intensity_to_ridge_ratio", "<=", 0.5, 0.5),),
+        "The profiled matrix products do {0:.2f}x the ridge point's FLOPs per byte: too little reuse per "
+        "byte to reach the tensor-core peak.",
+        ("Increase batch size / sequence packing so each weight byte serves more tokens",
+         "Weight-only quantization moves fewer bytes per FLOP"),
+    ),
+    Rule(
+        "secondary.launch_bound", "Many tiny kernels: launch overhead", Q.SERVICE, L.ENGINE, S.INFO,
+        (Condition("kernels.short_kernel_pct", ">=", 50.0, 40.0), Condition("gpu.idle_pct", ">=", 20.0, 40.0)),
+        "{0:.0f}% of kernels run under 10 us and the GPU idles {1:.0f}% of the window: per-kernel launch "
+        "cost, not GPU work, sets the pace.",
+        ("Capture the step in a CUDA graph or compile it (torch.compile mode='reduce-overhead')",
+         "Fuse small ops; batch more items per call"),
+    ),
+    Rule(
+        "secondary.host_syncs", "The host blocks on GPU synchronisation", None, L.ENGINE, S.INFO,
+        (Condition("torch.sync_blocked_pct", ">=", 10.0, 30.0),),
+        "The host spent {0:.0f}% of the trace blocked in cuda*/hip*Synchronize or blocking copies.",
+        ("Remove .item()/.cpu()/print of GPU tensors from the loop; use non_blocking copies and events",),
+    ),
+    Rule(
+        "secondary.d2h_pageable", "Device-to-host copies into pageable memory", None, L.SYSTEM, S.INFO,
+        (Condition("torch.d2h_pageable_copies", ">=", 1.0, 100.0),),
+        "{0:.0f} device-to-host copies went to pageable memory: each one synchronises the stream.",
+        ("Copy into pinned buffers (tensor.pin_memory(), non_blocking=True)",),
+    ),
+    Rule(
+        "service.input_pipeline", "The input pipeline takes a large share of each step", Q.SERVICE, L.SERVICE,
+        S.WARNING,
+        (Condition("torch.dataloader_share_pct", ">=", 30.0, 40.0),),
+        "DataLoader work is {0:.0f}% of step time.",
+        ("More DataLoader workers, persistent_workers=True, pin_memory=True, prefetch_factor",
+         "Move decoding/augmentation to the GPU (DALI, torchvision v2 on device)"),
+    ),
+    Rule(
+        "service.queueing", "Requests spend their time queued", Q.SERVICE, L.SERVICE, S.CRITICAL,
+        (Condition("spans.stage_share_pct[queue]", ">=", 30.0, 40.0),),
+        "Requests spend {0:.0f}% of their time in queue spans: arrivals exceed the service rate.",
+        ("Dynamic/continuous batching to raise the service rate",
+         "Per-model queues with admission control; then add replicas (capacity)"),
+    ),
+    Rule(
+        "service.preprocess_stage", "Pre-processing dominates request time", Q.SERVICE, L.SERVICE, S.WARNING,
+        (Condition("spans.stage_share_pct[preprocess]", ">=", 30.0, 40.0),),
+        "Pre-processing/tokenization spans hold {0:.0f}% of request time.",
+        ("Fast (Rust) tokenizers with batch encoding; parallel/pipelined preprocessing",),
+    ),
+    Rule(
+        "io.network_stage", "Requests wait on the network", Q.IO, L.SYSTEM, S.WARNING,
+        (Condition("spans.stage_share_pct[network]", ">=", 30.0, 40.0),),
+        "Outgoing network calls hold {0:.0f}% of request time.",
+        ("Connection pools / keep-alive, timeouts, caching of remote results, async IO",),
+    ),
+    Rule(
+        "io.db_stage", "Requests wait on a database", Q.IO, L.SYSTEM, S.WARNING,
+        (Condition("spans.stage_share_pct[db]", ">=", 30.0, 40.0),),
+        "Database spans hold {0:.0f}% of request time.",
+        ("Index or cache the queries; pool connections; batch lookups",),
+    ),
+    Rule(
+        "secondary.gc_in_tail", "GC pauses overlap the slowest requests", None, L.SERVICE, S.INFO,
+        (Condition("spans.tail_gc_overlap_pct", ">=", 30.0, 50.0),),
+        "{0:.0f}% of the slowest 1% of requests overlap a garbage-collection pause.",
+        ("gc.freeze() after start-up, raise gc thresholds, avoid creating cyclic garbage per request",),
+    ),
+)

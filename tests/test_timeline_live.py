@@ -1,0 +1,58 @@
+"""End to end on a live CPU torch service whose Python preprocessing starves the model.
+
+The service runs under `diagnose run` (agent: torch profiler window + OpenTelemetry spans), and
+`diagnose attach <pid>` captures it with real py-spy. Without a GPU there are no kernels; the join
+then uses the torch-op timeline: gaps in which no torch op ran, joined with the py-spy samples and
+the open stage span, and separately the slowest requests.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_helpers import service  # noqa: F401  (fixture)
+from helpers import findings, only_bundle, run_diagnose
+
+pytest.importorskip("torch", reason="torch is needed for the model service")
+
+
+@pytest.mark.slow
+def test_join_names_the_preprocessing_that_starves_the_model(service, tmp_path):  # noqa: F811
+    svc = service(workload="starved_service")
+    res = run_diagnose("attach", str(svc.pid), "--duration", "8", "--torch-window", "4",
+                       "--out", str(tmp_path), "--no-tui", timeout=150)
+    assert res.returncode == 0, res.stderr
+    bundle = only_bundle(tmp_path)
+    doc = findings(bundle)
+    sig = doc["signals"]
+    assert sig["gpu.idle_pct"]["value"] is None and "no GPU activity recorded" in sig["gpu.idle_pct"]["reason"]
+    assert sig["torch.op_idle_gap_share"]["value"] > 50  # the model ran in a small part of the window
+    assert sig["spans.stage_share_pct[preprocess]"]["value"] > 50
+    assert sig["join.gap_busy_thread_pct"]["value"] > 60
+    assert sig["join.gap_category_share_pct[tokenization]"]["value"] > 50
+
+    gaps = doc["details"]["join"]["gaps"]
+    assert gaps["kind"] == "torch_gaps" and gaps["windows"] > 5
+    top = gaps["threads"][0]
+    assert top["thread"].startswith("serve") and top["functions"][0]["name"].startswith("tokenize (")
+    assert gaps["spans"][0]["span"] == "preprocess"
+    head = gaps["headline"]
+    print("\n" + head)
+    assert head.startswith("No GPU activity recorded; no torch op ran for ")
+    assert "`tokenize (" in head and "inside span `preprocess`" in head
+
+    slow = doc["details"]["join"]["slow"]  # the slowest 1%: often the ones the profiler start slowed
+    assert slow["kind"] == "slow_requests" and slow["windows"] >= 1 and slow["threads"]
+    assert slow["headline"].startswith("The slowest ") and " spent " in slow["headline"]
+    assert all(not t["thread"].startswith("diagnose-") for t in gaps["threads"] + slow["threads"])
+
+    fired = {f["rule_id"] for f in doc["findings"]}
+    assert {"service.torch_starved_on_cpu", "service.preprocess_stage"} <= fired
+    assert doc["verdict"]["quadrant"] == "service"
+    report = (bundle / "report.md").read_text()
+    assert "## Request latency and stages" in report and head in report
+
+    again = run_diagnose("analyze", str(bundle), "--format", "json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["details"]["join"]["gaps"]["headline"] == head

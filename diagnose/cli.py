@@ -180,7 +180,8 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
     out = check_out_dir(out)
     options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native,
                              subprocesses=subprocesses, skip=tuple(skip),
-                             torch_window_s=torch_window, agent_inject=inject, otlp_listen=otlp_listen,
+                             torch_window_s=min(torch_window, duration),  # never past --duration
+                              agent_inject=inject, otlp_listen=otlp_listen,
                              gpu_rate_hz=gpu_rate, dcgm_url=dcgm)
     stop = StopFlag()
     install_stop_handlers(stop)

@@ -81,3 +81,13 @@ def test_kernel_timeline_finds_nearest_reading():
     assert r.cls == "running" and r.sys_share == 1.0
     assert kernel.at(7, t0 + 900_000_000, 60_000_000) is None
     assert kernel.at(8, t0, 60_000_000) is None
+
+
+def test_threads_born_during_the_capture_count_from_zero():
+    from diagnose.signals.threads import thread_usage
+
+    records = [{"t_ns": 0, "threads": [[1, 1.0, 0.0, "R", None, 5, 1, 1]]},
+               {"t_ns": 100, "threads": [[1, 1.5, 0.0, "R", None, 9, 2, 2], [2, 0.2, 0.1, "S", None, 300, 40, 3]]}]
+    usage = thread_usage(records)
+    assert usage[1].cpu_s == 0.5 and usage[1].run_ns == 4
+    assert abs(usage[2].cpu_s - 0.3) < 1e-9 and usage[2].run_ns == 300 and usage[2].wait_ns == 40

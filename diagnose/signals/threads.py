@@ -81,11 +81,17 @@ def thread_usage(records: list[dict[str, Any]]) -> dict[int, ThreadUsage]:
     threads: dict[int, ThreadUsage] = {}
     first: dict[int, tuple] = {}
     prev: dict[int, tuple[float, float]] = {}
+    at_start = {row[0] for row in records[0].get("threads", [])} if records else set()
     for rec in records:
         for row in rec.get("threads", []):
             tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices = _row(row)
             tu = threads.setdefault(tid, ThreadUsage(tid))
-            f = first.setdefault(tid, (user_s + sys_s, run_ns, wait_ns, slices))
+            # A thread born during the capture (e.g. one per request) counts from zero, not from
+            # its first reading: its counters are cumulative since it started.
+            base = (user_s + sys_s, run_ns, wait_ns, slices) if tid in at_start else (
+                0.0, 0 if run_ns is not None else None, 0 if wait_ns is not None else None,
+                0 if slices is not None else None)
+            f = first.setdefault(tid, base)
             tu.cpu_s = user_s + sys_s - f[0]
             if run_ns is not None and f[1] is not None:
                 tu.run_ns, tu.wait_ns, tu.slices = run_ns - f[1], wait_ns - f[2], slices - f[3]

@@ -54,8 +54,13 @@ def is_loopback(host: str) -> bool:
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = False  # server_close() joins in-flight requests (each bounded by a timeout)
-    block_on_close = True
+    # A client trickling bytes defeats per-read timeouts: the capture must end on time anyway, so
+    # in-flight handlers are not joined (their requests arrive after the window and are dropped).
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request, client_address) -> None:
+        return  # a client that hangs up mid-request is not the capture's problem (no traceback)
 
     def __init__(self, addr: tuple[str, int], handler: type, collector: "OtlpCollector"):
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET

@@ -56,8 +56,8 @@ def decode_json_doc(doc: Any):
 def decode_json(body: bytes):
     try:
         doc = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise OtlpDecodeError(f"malformed JSON: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise OtlpDecodeError(f"malformed JSON: {str(exc)[:120]}") from None
     return decode_json_doc(doc)
 
 

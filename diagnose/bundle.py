@@ -183,7 +183,7 @@ class Bundle:
             raise BundleError(f"{path} is not a diagnose bundle (no {MANIFEST})") from None
         except (OSError, ValueError, RecursionError) as exc:
             raise BundleError(f"cannot read {mpath}: {str(exc)[:200]}") from None
-        problem = _manifest_problem(manifest)
+        problem = manifest_problem(manifest)
         if problem:
             raise BundleError(f"{mpath} is malformed: {problem}")
         return cls(Path(path), manifest)
@@ -239,7 +239,7 @@ class Bundle:
             raise BundleError(f"cannot read {p}: {str(exc)[:200]}") from None
 
 
-def _manifest_problem(m: Any) -> str | None:
+def manifest_problem(m: Any) -> str | None:
     """Why a decoded manifest cannot be used, or None. Only the shape analysis relies on."""
     if not isinstance(m, dict):
         return "not a JSON object"

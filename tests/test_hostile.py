@@ -151,3 +151,30 @@ def test_runtime_dir_symlink_is_refused(tmp_path, monkeypatch):
     except TargetError as exc:
         assert "not a directory" in str(exc)
     assert (target.stat().st_mode & 0o777) == 0o755
+
+
+def test_agent_protocol_answers_deeply_nested_json():
+    import socket as _socket
+
+    from diagnose.agent import protocol
+
+    a, b = _socket.socketpair()
+    with a, b:
+        a.sendall(b"[" * 30000 + b"\n")
+        try:
+            protocol.read_message(b, 3.0)
+            raise AssertionError("nested JSON was accepted")
+        except protocol.ProtocolError as exc:
+            assert "not a JSON message" in str(exc)
+
+
+def test_import_of_hostile_files_is_one_line_exit_2(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 30000)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, words in ((deep, "malformed content"), (fifo, "not a regular file")):
+        res = run_diagnose("analyze", str(path), "--out", str(tmp_path / "out"))
+        assert res.returncode == 2, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and words in res.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -107,8 +107,8 @@ def read_message(sock: socket.socket, timeout_s: float) -> dict[str, Any]:
     line = bytes(buf.split(b"\n", 1)[0])
     try:
         msg = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(BAD_REQUEST, f"not a JSON message: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(BAD_REQUEST, f"not a JSON message: {str(exc)[:120]}") from None
     if not isinstance(msg, dict):
         raise ProtocolError(BAD_REQUEST, "message is not a JSON object")
     return msg

@@ -87,7 +87,10 @@ class AgentServer:
             except OSError:  # closed by close(), or the process is going down
                 return
             with conn:
-                self._serve(conn)
+                try:
+                    self._serve(conn)
+                except Exception:  # nothing a client sends may end the agent or print in the target
+                    continue
 
     def _serve(self, conn: socket.socket) -> None:
         try:

@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from diagnose import __version__
-from diagnose.bundle import MANIFEST, SCHEMA_VERSION, BundleWriter, CollectorState, CollectorStatus
+from diagnose.bundle import (MANIFEST, SCHEMA_VERSION, BundleWriter, CollectorState, CollectorStatus,
+                             manifest_problem)
 from diagnose.importers.base import Artifact, ImportContext, ImportFailed, Importer
 from diagnose.importers.pyspy_files import PySpyImporter
 from diagnose.importers.span_files import SpanFileImporter
@@ -36,20 +37,33 @@ def is_bundle_input(inputs: tuple[Path, ...] | list[Path]) -> bool:
     return len(inputs) == 1 and Path(inputs[0]).is_dir()
 
 
+MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
 def import_files(paths: list[Path], out_dir: Path) -> Path:
     """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed."""
     for p in paths:
         if p.is_dir():
             raise ImportFailed(f"{p} is a directory: pass either one bundle directory or artifact files")
-        if not p.is_file():
+        if not p.exists():
             raise ImportFailed(f"{p} does not exist")
+        if not p.is_file():
+            raise ImportFailed(f"{p} is not a regular file (a FIFO or a device?): pass a trace or span file")
     writer = _create(out_dir)
     ctx = ImportContext(writer)
     try:
         for path in paths:
-            _import_one(Path(path), ctx)
+            try:
+                _import_one(Path(path), ctx)
+            except MALFORMED as exc:  # hand-made or corrupt content: one line, no half-built bundle
+                raise ImportFailed(f"{path}: malformed content ({type(exc).__name__}: {str(exc)[:120]})"
+                                   "; export it again from its producer") from None
         writer.close()
-        writer.write_manifest(_manifest(paths, ctx))
+        manifest = _manifest(paths, ctx)
+        problem = manifest_problem(manifest)
+        if problem:
+            raise ImportFailed(f"{', '.join(map(str, paths))}: timestamps out of range ({problem})")
+        writer.write_manifest(manifest)
     except BaseException:
         writer.close()
         shutil.rmtree(writer.path, ignore_errors=True)

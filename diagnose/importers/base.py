@@ -37,7 +37,7 @@ class Artifact:
         if not raw.startswith(GZIP_MAGIC):
             return cls(path, raw, False)
         try:
-            return cls(path, gzip.decompress(raw), True)
+            return cls(path, _gunzip_bounded(raw, path), True)
         except EOFError:
             raise ImportFailed(f"{path} is a truncated gzip file (the stream ends early); copy or export "
                                "it again completely") from None
@@ -110,3 +110,22 @@ class Importer(Protocol):
 
     def load(self, artifact: Artifact, ctx: ImportContext) -> None:
         """Write the file's records into the bundle. Raises ImportFailed."""
+
+
+MAX_INFLATED_BYTES = 2 << 30  # an artifact inflating past this is refused, not held in memory
+
+
+def _gunzip_bounded(raw: bytes, path: Path) -> bytes:
+    """gzip.decompress that refuses to inflate beyond MAX_INFLATED_BYTES (a gzip bomb)."""
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(raw, MAX_INFLATED_BYTES)
+    except MemoryError:
+        raise ImportFailed(f"{path} inflates beyond the memory available to diagnose; pass the "
+                           "uncompressed trace instead") from None
+    if d.unconsumed_tail:
+        raise ImportFailed(f"{path} inflates past {MAX_INFLATED_BYTES >> 30} GiB: refusing it (a gzip "
+                           "bomb?); pass the uncompressed trace instead")
+    if not d.eof:
+        raise EOFError("truncated")
+    return out

@@ -39,28 +39,41 @@ class PyspyTimeline:
             spans.sort()
 
 
+def load_sources(bundle: Bundle) -> dict[tuple[str, int], str]:
+    """The source line behind each sampled ``file:line`` (pyspy-sources.jsonl)."""
+    return {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")
+            if "file" in r and "line" in r and "text" in r}
+
+
+def window_events(bundle: Bundle, window: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The chrometrace events of one indexed py-spy window; None if it is missing or unreadable
+    (never a device or a path outside the bundle)."""
+    path = bundle.member(window.get("file"))
+    try:
+        events = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else None
+
+
 def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
                  ) -> tuple[StackProfile, PyspyTimeline, list[dict[str, Any]], int]:
     """Read every py-spy window of the bundle.
 
     Returns (profile, parked timeline, window records, number of unreadable windows).
     """
-    sources = {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")}
+    sources = load_sources(bundle)
     profile, timeline = StackProfile(), PyspyTimeline()
     windows = sorted(bundle.records("pyspy.jsonl"), key=lambda w: w.get("window", 0))
     categories: dict[tuple[Frame, ...], str] = {}
     bad = 0
     for w in windows:
-        path = bundle.member(w.get("file"))
-        try:
-            events = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path else None
-        except (OSError, ValueError, RecursionError):
-            events = None
-        if not isinstance(events, list):
+        events = window_events(bundle, w)
+        if events is None:
             bad += 1
             continue
         origin = w.get("origin_ns")
-        for seg in segments_from_chrometrace(e for e in events if isinstance(e, dict)):
+        for seg in segments_from_chrometrace(events):
             cat = categories.get(seg.frames)
             if cat is None:
                 cat = categories[seg.frames] = classify(seg.frames, sources)

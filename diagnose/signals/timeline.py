@@ -6,7 +6,6 @@ returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tabl
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from diagnose.model import Signal, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
 from diagnose.rules.gpu_specs import find_spec
 from diagnose.signals.base import SourceResult, collector_reason
+from diagnose.signals.cpu import load_sources, window_events
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kineto.analysis import TraceReport, analyze_trace
 from diagnose.signals.kineto.reader import TraceReadError, read_trace
@@ -70,18 +70,13 @@ def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
     The agent's own threads in the target (named ``diagnose-*``) are left out: they are the
     measurement, not the service. A thread's name is the one py-spy reported in any sample.
     """
-    sources = {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")
-               if "file" in r and "line" in r and "text" in r}
+    sources = load_sources(bundle)
     cats: dict[tuple, str] = {}
     segs = []
     for w in bundle.records("pyspy.jsonl"):
         origin = w.get("origin_ns")
-        try:
-            path = bundle.member(w["file"])  # never a device or a path outside the bundle
-            events = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path else None
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if type(origin) is int and isinstance(events, list):
+        events = window_events(bundle, w) if type(origin) is int else None
+        if events is not None:
             segs += [(origin, seg) for seg in segments_from_chrometrace(events)]
     names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
     out = []

@@ -10,7 +10,8 @@ with ``DIR/torch-meta.json`` (the torch.jsonl record of the bundle conventions).
 - compute:   bf16 8192x8192 matmuls back to back (tensor cores saturated);
 - bandwidth: 1 GiB device-to-device copies alternating with an embedding gather (DRAM-bound);
 - service:   64x64 kernels launched one at a time from Python with JSON work between them;
-- io:        the GPU waits on file reads (page cache dropped with posix_fadvise before each pass).
+- io:        the GPU waits on 8 MiB batches read from a slow peer (a feeder process sending
+             ~100 MB/s over a loopback socket).
 ``--device cpu`` runs the same code on the CPU, to check the script where no GPU exists.
 """
 from __future__ import annotations
@@ -20,8 +21,9 @@ import gzip
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -65,22 +67,43 @@ def service(torch: Any, dev: str) -> Callable[[], None]:
     return step
 
 
+# The slow peer of the io workload: 1 MiB blocks every 10 ms (~100 MB/s, an object store over the
+# network rather than local NVMe); it exits when the workload closes the socket.
+FEEDER = """
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+block = bytes(1 << 20)
+while True:
+    try:
+        s.sendall(block)
+    except OSError:
+        break
+    time.sleep(0.01)
+"""
+
+
 def io(torch: Any, dev: str) -> Callable[[], None]:
-    path = Path(tempfile.mkdtemp(prefix="diagnose-io-")) / "inputs.bin"
-    with open(path, "wb") as fh:
-        for _ in range(256):
-            fh.write(os.urandom(1 << 20))
-    fd = os.open(path, os.O_RDONLY)
-    shutil_target = path.parent
+    srv = socket.create_server(("127.0.0.1", 0))
+    feeder = subprocess.Popen([sys.executable, "-c", FEEDER, str(srv.getsockname()[1])])
+    conn, _ = srv.accept()
+    buf = bytearray(8 << 20)
+    view = memoryview(buf)
 
     def step() -> None:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # next reads go to the disk
-        offset = 0
-        while chunk := os.pread(fd, 8 << 20, offset):
-            offset += len(chunk)
-            t = torch.frombuffer(bytearray(chunk), dtype=torch.uint8).to(dev, non_blocking=False)
-            t.float().mean()
-    step.cleanup = lambda: shutil.rmtree(shutil_target, ignore_errors=True)  # type: ignore[attr-defined]
+        got = 0
+        while got < len(buf):  # the GPU waits for this batch to arrive
+            n = conn.recv_into(view[got:])
+            if not n:
+                raise ConnectionError("the feeder closed the socket")
+            got += n
+        t = torch.frombuffer(buf, dtype=torch.uint8).to(dev)
+        t.float().mean()
+
+    def cleanup() -> None:
+        conn.close()
+        srv.close()
+        feeder.wait(10)
+    step.cleanup = cleanup  # type: ignore[attr-defined]
     return step
 
 

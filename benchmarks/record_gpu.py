@@ -6,7 +6,7 @@
 For each workload of benchmarks/gpu_workloads.py (bf16 matmuls, copy + embedding gather, tiny
 kernels between JSON work, file reads feeding the GPU) it starts the workload as a child, waits
 for READY, and captures it for ``--seconds`` with py-spy, the process collector and the NVML and
-GPM collectors. The last two talk to NVML through ``RecordingBackend``, so every NVML call and its
+GPM collectors (the io workload reads its batches from a slow loopback peer). The last two talk to NVML through ``RecordingBackend``, so every NVML call and its
 result is also written to ``nvml-calls.jsonl`` / ``gpm-calls.jsonl``: exactly what
 ``ReplayBackend`` reads. ``fixtures/gpu/<label>/`` then holds the bundle (streams and manifest),
 the two call recordings, the workload's torch profiler trace (``torch/trace-0001.json.gz`` indexed
@@ -33,7 +33,7 @@ LABELS = {
     "compute-bf16-matmul": ("compute", "compute"),
     "bandwidth-copy-gather": ("bandwidth", "bandwidth"),
     "service-tiny-kernels": ("service", "service"),
-    "io-file-reads": ("io", "io"),
+    "io-socket-reads": ("io", "io"),
 }
 SUMMARY = ("gpu.kernel_busy_pct", "gpu.sm_active_pct", "gpu.tensor_active_pct", "gpu.dram_active_pct",
            "cpu.process_util_pct")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from diagnose.bundle import Bundle
 from diagnose.model import Analysis, NotJudged
+from diagnose.overrides import split_overrides
 from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
 from diagnose.verdict import apply_overrides, decide, evaluate
@@ -14,11 +15,15 @@ GAP_FAMILIES = ("gpu.", "spans.", "kernels.", "llm.", "torch.")
 
 def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
             rules: tuple[Rule, ...] = RULES) -> Analysis:
-    """Analyse a bundle (complete or partial). Raises ThresholdError for a bad threshold override."""
-    ex = extract(bundle)
-    active_rules = apply_overrides(rules, overrides or {})
-    if overrides:
-        ex.data_quality["threshold_overrides"] = dict(overrides)
+    """Analyse a bundle (complete or partial). ``overrides``: rule thresholds and analysis
+    parameters (diagnose/overrides.py). Raises ThresholdError for a bad override, before reading."""
+    params, rule_overrides = split_overrides(overrides or {}, rules)
+    active_rules = apply_overrides(rules, rule_overrides)
+    ex = extract(bundle, params=params)
+    if rule_overrides:
+        ex.data_quality["threshold_overrides"] = dict(rule_overrides)
+    if params.changed():  # what the signals were measured with, when not the defaults
+        ex.data_quality["analysis_params"] = params.changed()
     findings, not_judged = evaluate(active_rules, ex.signals)
     quality = _quality_factor(ex.data_quality)
     # Signal families that one missing source explains at once: say it once, not per rule.

@@ -90,6 +90,17 @@ class Duration(click.ParamType):
 
 DURATION = Duration()
 
+THRESHOLDS_HELP = ('JSON file of overrides. Rule thresholds: {"<rule_id>:<signal>": value}. Analysis '
+                   'parameters (what the signals measure, positive numbers): "timeline:gpu_gap_min_us" '
+                   '(GPU idle gap minimum, default 100), "timeline:torch_op_gap_min_us" (CPU-only traces: '
+                   'torch-op gap minimum, 1000), "timeline:kernel_wait_max_us" (kernel-wait maximum, 30), '
+                   '"timeline:short_kernel_max_us" (short-kernel maximum, 10).')
+
+
+def thresholds_option(f):
+    return click.option("--thresholds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        help=THRESHOLDS_HELP)(f)
+
 
 def show_tty(no_tui: bool) -> bool:
     return not no_tui and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
@@ -133,6 +144,7 @@ def capture_options(f):
         click.option("--dcgm", metavar="URL", callback=_check_dcgm,
                      help="Scrape this dcgm-exporter (http://HOST:9400/metrics) or read "
                           "nv-hostengine (dcgm://HOST) for SM/DRAM/tensor activity."),
+        thresholds_option,
     )):
         f = opt(f)
     return f
@@ -165,7 +177,7 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None,
-                command: list[str] | None = None) -> int:
+                command: list[str] | None = None, thresholds: Path | None = None) -> int:
     """Attach, capture, analyse, report. Returns the exit code."""
     from diagnose.capture import Capture
     from diagnose.collectors import CaptureOptions
@@ -173,6 +185,7 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
     from diagnose.target import AttachLock, TargetError, resolve_target
     from diagnose.tui.runner import capture_with_view
 
+    overrides = _load_thresholds(thresholds)  # a bad file fails before the target is touched
     try:
         target = resolve_target(pid)
     except TargetError as exc:
@@ -197,7 +210,7 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
     finally:
         restore_signal_handlers()
     try:
-        _, analysis = analyze_and_write(result.bundle_path)
+        _, analysis = analyze_and_write(result.bundle_path, overrides)
     except OSError as exc:
         raise fail(f"captured into {result.bundle_path} but cannot write its report: {exc.strerror}; "
                    f"free space there, then run `diagnose analyze {result.bundle_path}`", EXIT_NOTHING)
@@ -277,18 +290,16 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
               help="Directory in which a bundle built from FILES is created.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
               show_default=True, help="What to print: a summary, findings.json or report.md.")
-@click.option("--thresholds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help='JSON file of threshold overrides: {"<rule_id>:<signal>": value}.')
+@thresholds_option
 def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None) -> None:
     """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md.
 
     Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON or
     console-exporter span dumps, py-spy raw/speedscope/chrometrace output) and analyse it.
     """
+    overrides = _load_thresholds(thresholds)  # before FILES become a bundle
     bundle = _bundle_from_inputs(inputs, out)
     from diagnose.bundle import FINDINGS, REPORT, BundleError, write_private_text
-
-    overrides = _load_thresholds(thresholds)
     from diagnose.finish import analyze_and_write, documents
     from diagnose.verdict import ThresholdError
 
@@ -297,7 +308,7 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
     except BundleError as exc:
         raise fail(f"{exc}; pass the directory that `diagnose attach` created")
     except ThresholdError as exc:
-        raise fail(f"{exc} in {thresholds}")
+        raise fail(f"{thresholds}: {exc}")
     docs = documents(b, analysis)
     try:
         for name, text in docs.items():
@@ -331,15 +342,30 @@ def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
 
 
 def _load_thresholds(path: Path | None) -> dict[str, float] | None:
+    """The overrides in ``path``, checked against the rules and analysis parameters; a bad file
+    is one error line and exit 2."""
     if path is None:
         return None
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
-        return {str(k): float(v) for k, v in data.items()}
+        wrong = next((k for k, v in data.items() if type(v) not in (int, float)), None)
+        if wrong is not None:
+            raise ValueError(f"the value of {wrong!r} is {data[wrong]!r}, not a number")
+        overrides = {str(k): float(v) for k, v in data.items()}
     except (OSError, ValueError, TypeError) as exc:
-        raise fail(f"cannot read thresholds {path}: {exc}; expected {{\"rule_id:signal\": number}}")
+        raise fail(f"cannot read thresholds {path}: {exc}; expected "
+                   f"{{\"<rule_id>:<signal>\" or \"timeline:<parameter>_us\": number}}")
+    from diagnose.overrides import split_overrides
+    from diagnose.rules import RULES
+    from diagnose.verdict import ThresholdError
+
+    try:
+        split_overrides(overrides, RULES)
+    except ThresholdError as exc:
+        raise fail(f"{path}: {exc}")
+    return overrides
 
 
 @main.command(epilog=EPILOG)
@@ -348,7 +374,8 @@ def _load_thresholds(path: Path | None) -> dict[str, float] | None:
               help="Renderer: md or json.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of stdout.")
-def report(bundle: Path, fmt: str, output: Path | None) -> None:
+@thresholds_option
+def report(bundle: Path, fmt: str, output: Path | None, thresholds: Path | None) -> None:
     """Render a bundle's analysis in another format without touching the bundle."""
     from diagnose.analysis import analyze as run_analysis
     from diagnose.bundle import Bundle, BundleError
@@ -356,11 +383,12 @@ def report(bundle: Path, fmt: str, output: Path | None) -> None:
 
     if fmt not in RENDERERS:
         raise fail(f"unknown format {fmt!r}; choose one of {', '.join(sorted(RENDERERS))}")
+    overrides = _load_thresholds(thresholds)
     try:
         b = Bundle.open(bundle)
     except BundleError as exc:
         raise fail(str(exc))
-    text = RENDERERS[fmt]().render(run_analysis(b), b.manifest)
+    text = RENDERERS[fmt]().render(run_analysis(b, overrides), b.manifest)
     if output:
         try:
             output.write_text(text)

@@ -5,9 +5,10 @@ import math
 from dataclasses import replace
 from typing import Iterable
 
-from diagnose.model import (JUDGED_QUADRANTS, Evidence, Finding, NotJudged, Quadrant, Signal,
-                            Verdict)
+from diagnose.model import (JUDGED_QUADRANTS, Evidence, Finding, NotJudged, Quadrant, Severity,
+                            Signal, Verdict)
 from diagnose.rules import LAYER_PLAN, Rule
+from diagnose.rules.base import Condition
 
 BASE_CONFIDENCE = 0.6
 
@@ -47,7 +48,9 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
             continue
         values = [signals[c.signal].value for c in rule.conditions]
         if all(c.holds(v) for c, v in zip(rule.conditions, values)):
-            findings.append(_finding(rule, signals, values))
+            finding = _finding(rule, signals, values)
+            overruled = rule.overruled_by(signals)
+            findings.append(_as_context(finding, overruled) if overruled else finding)
     findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))
     return findings, list(not_judged.values())
 
@@ -63,6 +66,15 @@ def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Fin
         BASE_CONFIDENCE + (1 - BASE_CONFIDENCE) * strength, evidence, rule.suggestions,
         rule.blocks_verdict,
     )
+
+
+def _as_context(f: Finding, by: tuple[Condition, Signal]) -> Finding:
+    """A finding another layer's evidence overrules: kept, without a quadrant, saying why."""
+    c, s = by
+    unit = "%" if s.unit == "%" else f" {s.unit}"
+    why = f" Not the limit here: {s.name} was {s.value:.0f}{unit} ({c.op} {c.threshold:g}), so another layer holds the system back."
+    return replace(f, quadrant=None, severity=Severity.INFO, summary=f.summary + why,
+                   evidence=f.evidence + (Evidence(s.name, s.value, s.unit, c.op, c.threshold, s.source),))
 
 
 def decide(findings: list[Finding], quality_factor: float = 1.0) -> Verdict:

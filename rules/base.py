@@ -2,7 +2,9 @@
 
 A rule fires when every condition holds. Its confidence grows from 0.6 (just past the thresholds)
 to 1.0 (each condition past its threshold by ``scale``). A rule whose signals are missing is not
-judged, and the reason of the missing signal is reported.
+judged, and the reason of the missing signal is reported. A rule that fires while one of its
+``unless`` conditions holds becomes context (no quadrant): what it saw is true, but another layer
+demonstrably holds the system back.
 """
 from __future__ import annotations
 
@@ -39,10 +41,21 @@ class Rule:
     summary: str
     suggestions: tuple[str, ...]
     blocks_verdict: bool = False  # when it fires no quadrant is named (e.g. the target was stopped)
+    # Evidence that another layer is the limit: when any of these holds (signal known), the finding
+    # is kept as context, without a quadrant. Unknown signals never demote.
+    unless: tuple[Condition, ...] = ()
 
     @property
     def signals(self) -> tuple[str, ...]:
         return tuple(c.signal for c in self.conditions)
+
+    def overruled_by(self, signals: dict[str, Signal]) -> tuple[Condition, Signal] | None:
+        """The first ``unless`` condition whose signal is known and holds, else None."""
+        for c in self.unless:
+            s = signals.get(c.signal)
+            if s is not None and s.value is not None and c.holds(s.value):
+                return c, s
+        return None
 
     def missing(self, signals: dict[str, Signal]) -> list[Signal | str]:
         """Signals this rule needs that are absent or unknown."""

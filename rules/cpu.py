@@ -4,12 +4,15 @@ Thresholds follow common practice: one thread >= 85% of a core while the process
 core is the signature of a GIL-bound server; >= 30% of active thread-time in one software
 category makes it the first thing to fix.
 """
+from dataclasses import replace
+
 from diagnose.model import Layer, Quadrant, Severity
 from diagnose.rules.base import Condition, Rule
+from diagnose.rules.gpu import GPU_BUSY
 
 Q, L, S = Quadrant, Layer, Severity
 
-CPU_RULES: tuple[Rule, ...] = (
+_CPU_RULES: tuple[Rule, ...] = (
     Rule(
         "service.serialization", "Serialization dominates the CPU", Q.SERVICE, L.SYSTEM, S.CRITICAL,
         (Condition("cpu.category_share_pct[serialization]", ">=", 30.0, 50.0),),
@@ -134,3 +137,6 @@ CPU_RULES: tuple[Rule, ...] = (
         ("Shorten critical sections; use per-worker queues instead of a shared lock",),
     ),
 )
+
+# A CPU verdict needs the GPU (where one is measured) not to be the busy side.
+CPU_RULES: tuple[Rule, ...] = tuple(replace(r, unless=GPU_BUSY) if r.quadrant else r for r in _CPU_RULES)

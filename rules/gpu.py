@@ -33,6 +33,17 @@ def _waiting(kernel: float = 50.0) -> tuple[Condition, ...]:
             Condition("gpu.dram_active_pct", "<=", 30.0, 25.0))
 
 
+# The GPU itself did work most of the time: host CPU time then feeds or waits on it and is not what
+# holds the system back. SM activity >= 60% or DRAM activity >= 50% (DCGM profiling metrics; < 50%
+# SM activity is "ineffective use"), or GPU idle <= 10% of the kernel window (torch profiler).
+# Seen on an H200 (fixtures/gpu/bandwidth-copy-gather): a copy/gather loop kept one core at 100%,
+# spinning on a full launch queue, while DRAM was 62% active. NVML's GPU-Util is not evidence.
+GPU_BUSY: tuple[Condition, ...] = (
+    Condition("gpu.sm_active_pct", ">=", 60.0, 0.0),
+    Condition("gpu.dram_active_pct", ">=", 50.0, 0.0),
+    Condition("gpu.idle_pct", "<=", 10.0, 0.0),
+)
+
 WAITING = ("GPU-Util {0:.0f}% while graphics-engine activity {1:.0f}% and DRAM activity {2:.0f}%: "
            "the GPU is mostly waiting, not busy.")
 

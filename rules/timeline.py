@@ -11,6 +11,10 @@ from diagnose.rules.base import Condition, Rule
 
 Q, L, S = Quadrant, Layer, Severity
 
+# The host does feed the GPU late, but during the gaps its busiest thread mostly waited in socket or
+# file reads: the input source, not host CPU work, is the limit (an IO verdict instead).
+GAPS_IN_IO: tuple[Condition, ...] = (Condition("join.gap_category_share_pct[io_wait]", ">=", 40.0, 0.0),)
+
 TIMELINE_RULES: tuple[Rule, ...] = (
     Rule(
         "service.gpu_starved_by_host", "The GPU waits for the host (kernel timeline)", Q.SERVICE, L.SERVICE,
@@ -22,6 +26,7 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "tokenization off the launching thread, pipelined with the model",
          "Batch requests so each launch carries more work; overlap input copies (pinned memory, non_blocking)",
          "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
+        unless=GAPS_IN_IO,
     ),
     Rule(
         "service.gpu_gaps_host_busy", "During GPU idle gaps the host threads are busy", Q.SERVICE, L.SERVICE,
@@ -31,6 +36,7 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "{1:.0f}% of its samples: CPU work on the critical path keeps the GPU waiting.",
         ("Parallelise or vectorise the work the join names (tokenizer, image decode, JSON)",
          "Run it in worker processes ahead of the model (a queue of ready batches)"),
+        unless=GAPS_IN_IO,
     ),
     Rule(
         "io.gpu_gaps_host_waiting", "GPU and host threads wait at the same time", Q.IO, L.SYSTEM, S.WARNING,
@@ -41,13 +47,25 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "Prefetch inputs, use async IO, keep connections alive"),
     ),
     Rule(
+        "io.gpu_gaps_host_in_io", "During GPU idle gaps the host waits on reads", Q.IO, L.SYSTEM, S.CRITICAL,
+        (Condition("gpu.idle_gap_share", ">=", 20.0, 40.0),
+         Condition("join.gap_category_share_pct[io_wait]", ">=", 40.0, 40.0)),
+        "{0:.0f}% of the kernel window is in idle gaps, and during them {1:.0f}% of the threads' "
+        "active samples were blocked in socket or file reads: the input source starves the GPU.",
+        ("Prefetch: read the next batch in a background thread/process while the GPU runs this one",
+         "Move inputs closer (local disk or page cache instead of the network), read in large blocks",
+         "Then the service: more concurrent requests in flight, so one slow read does not idle the GPU"),
+    ),
+    Rule(
         "service.torch_starved_on_cpu", "The model waits for Python pre/post-processing (CPU)", Q.SERVICE,
         L.SERVICE, S.WARNING,
         (Condition("torch.op_idle_gap_share", ">=", 30.0, 40.0), Condition("join.gap_busy_thread_pct", ">=", 60.0, 35.0)),
-        "No torch op ran in {0:.0f}% of the profiled window (gaps >= 1 ms) while the busiest Python "
+        "No torch op ran in {0:.0f}% of the profiled window (in gaps of at least the torch-op gap "
+        "minimum, 1 ms by default) while the busiest Python "
         "thread was busy {1:.0f}% of its samples there: Python code between model calls dominates.",
         ("Batch requests so the model runs on more items per call",
          "Move the Python work the join names to worker processes or vectorised/native code"),
+        unless=GAPS_IN_IO,
     ),
     Rule(
         "compute.gpu_compute_kernels", "GEMM/conv/attention kernels keep the GPU busy", Q.COMPUTE, L.MODEL,
@@ -67,18 +85,19 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "Lower precision weights/activations (bf16, FP8, INT8/INT4 weight-only) to move fewer bytes"),
     ),
     Rule(
-        "bandwidth.below_ridge", "Matmul intensity is below the GPU's roofline ridge", Q.BANDWIDTH, L.MODEL,
-        S.INFO,
+        "bandwidth.below_ridge", "Op arithmetic intensity is below the GPU's roofline ridge", Q.BANDWIDTH,
+        L.MODEL, S.INFO,
         (Condition("kernels.intensity_to_ridge_ratio", "<=", 0.5, 0.5),),
-        "The profiled matrix products do {0:.2f}x the ridge point's FLOPs per byte: too little reuse per "
-        "byte to reach the tensor-core peak.",
+        "The profiled matmul/conv/attention/elementwise ops do {0:.2f}x the ridge point's FLOPs per byte: "
+        "too little reuse per byte to reach the tensor-core peak.",
         ("Increase batch size / sequence packing so each weight byte serves more tokens",
          "Weight-only quantization moves fewer bytes per FLOP"),
     ),
     Rule(
         "secondary.launch_bound", "Many tiny kernels: launch overhead", Q.SERVICE, L.ENGINE, S.INFO,
         (Condition("kernels.short_kernel_pct", ">=", 50.0, 40.0), Condition("gpu.idle_pct", ">=", 20.0, 40.0)),
-        "{0:.0f}% of kernels run under 10 us and the GPU idles {1:.0f}% of the window: per-kernel launch "
+        "{0:.0f}% of kernels are short (under the short-kernel maximum, 10 us by default) and the GPU "
+        "idles {1:.0f}% of the window: per-kernel launch "
         "cost, not GPU work, sets the pace.",
         ("Capture the step in a CUDA graph or compile it (torch.compile mode='reduce-overhead')",
          "Fuse small ops; batch more items per call"),

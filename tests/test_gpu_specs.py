@@ -10,7 +10,7 @@ import pytest
 from diagnose.analysis import analyze
 from diagnose.bundle import Bundle
 from diagnose.collectors.dcgm_fields import parse_exposition
-from diagnose.rules.gpu_specs import GPU_SPECS, SpecError, find_spec, parse_overrides
+from diagnose.rules.gpu_specs import GPU_SPECS, Fingerprint, SpecError, find_spec, parse_overrides
 from gpu_replay import DCGM, DCGM_FILES, need, smi_phase
 from helpers import REPO
 
@@ -33,10 +33,27 @@ def test_names_from_the_shared_captures_find_their_rows():
 @pytest.mark.parametrize("name, model", [
     ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
     ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"), ("NVIDIA A10", "A10"), ("NVIDIA L4", "L4"),
-    ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 PCIe", "H100 PCIe"), ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+    ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI250X", "MI250X (one GCD)"), ("AMD Instinct MI210", "MI210"),
 ])
 def test_variants(name, model):
     assert find_spec(name).model == model
+
+
+@pytest.mark.parametrize("name, facts, model, ridge", [
+    ("AMD Instinct MI250X / MI250", Fingerprint((9, 0), 110, 64), "MI250X (one GCD)", 383 / 3.2),
+    ("AMD Instinct MI250X / MI250", Fingerprint((9, 0), 104, 64), "MI250 (one GCD)", 362.1 / 3.2),
+    ("AMD Radeon Graphics", Fingerprint((9, 0), 104, 64), "MI250 (one GCD) or MI210", 362.1 / 3.2),
+    ("AMD Radeon Graphics", Fingerprint((9, 4), 304, 192), "MI300X", 1307.4 / 5.3),
+    ("AMD Radeon Graphics", Fingerprint((11, 0), 96, 24), None, None),  # a Radeon RX: no row
+    ("AMD Radeon Graphics", None, None, None),  # a generic name alone identifies nothing
+])
+def test_rocm_names_with_device_facts(name, facts, model, ridge):
+    """torch deviceProperties: GFXIP version, CU count and memory split names ROCm leaves ambiguous."""
+    spec = find_spec(name, facts=facts)
+    assert (spec.model if spec else None) == model
+    if ridge:
+        assert spec.ridge_flop_per_byte == pytest.approx(ridge)
 
 
 def test_unknown_model_and_bad_overrides():

@@ -56,3 +56,34 @@ def test_join_names_the_preprocessing_that_starves_the_model(service, tmp_path):
     again = run_diagnose("analyze", str(bundle), "--format", "json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["details"]["join"]["gaps"]["headline"] == head
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason="needs an NVIDIA GPU and a CUDA build of torch")
+def test_gpu_idle_gaps_name_the_preprocessing_that_starves_the_gpu(service, tmp_path):  # noqa: F811
+    """The same service with its model on the GPU: the windows are now real GPU idle gaps from the
+    kernel timeline, and live NVML reads the GPU the target uses."""
+    svc = service("--device", "cuda", workload="starved_service")
+    res = run_diagnose("attach", str(svc.pid), "--duration", "8", "--torch-window", "4",
+                       "--out", str(tmp_path), "--no-tui", timeout=180)
+    assert res.returncode == 0, res.stderr
+    doc = findings(only_bundle(tmp_path))
+    sig = doc["signals"]
+    fired = sorted(f["rule_id"] for f in doc["findings"])
+    assert sig["gpu.compute_pct"]["value"] is not None, sig["gpu.compute_pct"]  # kernels were recorded
+    assert sig["gpu.idle_pct"]["value"] > 50, (sig["gpu.idle_pct"], fired)
+    gaps = doc["details"]["join"]["gaps"]
+    assert gaps["kind"] == "gpu_gaps" and gaps["windows"] > 5, gaps
+    top = gaps["threads"][0]
+    assert top["thread"].startswith("serve") and top["functions"][0]["name"].startswith("tokenize ("), top
+    assert gaps["spans"][0]["span"] == "preprocess"
+    print("\n" + gaps["headline"])
+    assert gaps["headline"].startswith("GPU idle ") and "inside span `preprocess`" in gaps["headline"]
+    assert sig["gpu.count"]["value"] >= 1, sig["gpu.count"]  # live NVML saw the device
+    assert doc["verdict"]["quadrant"] == "service", fired

@@ -86,7 +86,7 @@ def _create(out_dir: Path) -> BundleWriter:
 
 
 def _import_one(path: Path, ctx: ImportContext) -> None:
-    artifact = Artifact.read(path)
+    artifact = Artifact.open(path)
     for importer in IMPORTERS:
         if importer.sniff(artifact):
             importer.load(artifact, ctx)

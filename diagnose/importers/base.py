@@ -1,17 +1,21 @@
-"""What an importer sees (an Artifact: the file's bytes, gunzipped, and its JSON when it is one
-document) and what it writes through (an ImportContext over a BundleWriter)."""
+"""What an importer sees (an Artifact: a file, whether it is gzipped, and the first HEAD_BYTES of
+its decompressed content; the whole content and its JSON only when an importer asks for them) and
+what it writes through (an ImportContext over a BundleWriter)."""
 from __future__ import annotations
 
-import gzip
 import json
 import zlib
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Iterator, Protocol
 
 from diagnose.bundle import BundleWriter
+from diagnose.signals.kineto.reader import inflate_chunks
 
 GZIP_MAGIC = b"\x1f\x8b"
+HEAD_BYTES = 1 << 20  # what sniffing sees without reading a file whole (decompressed bytes)
+MAX_INFLATED_BYTES = 2 << 30  # a file read whole (not a torch trace) past this is refused
 _UNPARSED = object()
 
 
@@ -21,41 +25,99 @@ class ImportFailed(Exception):
 
 @dataclass
 class Artifact:
+    """One file offered to the importers. ``head`` is bounded, so sniffing a multi-GB trace costs
+    a few MiB; ``data``/``doc`` read the whole file (up to MAX_INFLATED_BYTES) for the importers of
+    small files (spans, py-spy); the torch importer streams it with ``chunks`` instead."""
+
     path: Path
-    data: bytes
     gzipped: bool
+    head: bytes  # the first HEAD_BYTES of the decompressed content
+    complete: bool  # ``head`` is the whole content
+    _data: bytes | None = field(default=None, repr=False)
     _doc: Any = field(default=_UNPARSED, repr=False)
     parse_error: str | None = None
 
     @classmethod
-    def read(cls, path: Path) -> "Artifact":
-        """Raises ImportFailed for an unreadable, truncated or corrupt file."""
+    def open(cls, path: Path) -> "Artifact":
+        """Read the head. Raises ImportFailed for an unreadable file or a gzip stream that is
+        truncated or corrupt within the head."""
         try:
-            raw = path.read_bytes()
+            with path.open("rb") as fh:
+                gz = fh.read(2) == GZIP_MAGIC
+                fh.seek(0)
+                artifact = cls(path, gz, b"", False)
+                head = bytearray()
+                with closing(artifact.chunks(fh)) as chunks:
+                    for chunk in chunks:
+                        head += chunk
+                        if len(head) > HEAD_BYTES:
+                            break
+                    else:
+                        artifact.complete = True
         except OSError as exc:
             raise ImportFailed(f"cannot read {path}: {exc.strerror or exc}") from None
-        if not raw.startswith(GZIP_MAGIC):
-            return cls(path, raw, False)
+        artifact.head = bytes(head[:HEAD_BYTES])
+        return artifact
+
+    def chunks(self, fh: BinaryIO) -> Iterator[bytes]:
+        """The content read from ``fh`` (this file, opened by the caller), decompressed, in
+        chunks of at most 1 MiB. Raises ImportFailed for a truncated or corrupt gzip stream."""
         try:
-            return cls(path, _gunzip_bounded(raw, path), True)
+            yield from inflate_chunks(fh, self.gzipped)
         except EOFError:
-            raise ImportFailed(f"{path} is a truncated gzip file (the stream ends early); copy or export "
-                               "it again completely") from None
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise ImportFailed(f"{path} is a corrupt gzip file ({exc}); copy or export it again") from None
+            raise ImportFailed(f"{self.path} is a truncated gzip file (the stream ends early); copy or "
+                               "export it again completely") from None
+        except zlib.error as exc:
+            raise ImportFailed(f"{self.path} is a corrupt gzip file ({exc}); copy or export it "
+                               "again") from None
+
+    def stream(self) -> Iterator[bytes]:
+        """The whole decompressed content in chunks: the head, then (for a longer file) the rest
+        read from disk. Raises ImportFailed as ``chunks`` and for a read error."""
+        yield self.head
+        if self.complete:
+            return
+        skip = len(self.head)
+        try:
+            with self.path.open("rb") as fh, closing(self.chunks(fh)) as chunks:
+                for chunk in chunks:
+                    if skip < len(chunk):
+                        yield chunk[skip:]
+                    skip = max(0, skip - len(chunk))
+        except OSError as exc:
+            raise ImportFailed(f"cannot read {self.path}: {exc.strerror or exc}") from None
+
+    @property
+    def data(self) -> bytes:
+        """The whole decompressed content. Raises ImportFailed past MAX_INFLATED_BYTES (a gzip
+        bomb, or a huge file that no importer of small files can hold)."""
+        if self._data is None:
+            self._data = self.head if self.complete else self._read_all()
+        return self._data
 
     @property
     def doc(self) -> Any:
         """The file as one JSON document, or None (see ``parse_error``)."""
         if self._doc is _UNPARSED:
             self._doc = None
-            head = self.data.lstrip()[:1]
-            if head in (b"{", b"["):
+            if self.head.lstrip()[:1] in (b"{", b"["):
                 self._doc = _loads(self.data, self)
         return self._doc
 
     def text(self) -> str:
         return self.data.decode("utf-8", errors="replace")
+
+    def _read_all(self) -> bytes:
+        parts, size = [], 0
+        with closing(self.stream()) as chunks:
+            for chunk in chunks:
+                size += len(chunk)
+                if size > MAX_INFLATED_BYTES:
+                    raise ImportFailed(
+                        f"{self.path} holds more than {MAX_INFLATED_BYTES >> 30} GiB (decompressed) and is "
+                        "not a torch profiler trace: refusing it (a gzip bomb?); pass a smaller export")
+                parts.append(chunk)
+        return b"".join(parts)
 
 
 def _loads(data: bytes, artifact: Artifact) -> Any:
@@ -110,22 +172,3 @@ class Importer(Protocol):
 
     def load(self, artifact: Artifact, ctx: ImportContext) -> None:
         """Write the file's records into the bundle. Raises ImportFailed."""
-
-
-MAX_INFLATED_BYTES = 2 << 30  # an artifact inflating past this is refused, not held in memory
-
-
-def _gunzip_bounded(raw: bytes, path: Path) -> bytes:
-    """gzip.decompress that refuses to inflate beyond MAX_INFLATED_BYTES (a gzip bomb)."""
-    d = zlib.decompressobj(wbits=31)
-    try:
-        out = d.decompress(raw, MAX_INFLATED_BYTES)
-    except MemoryError:
-        raise ImportFailed(f"{path} inflates beyond the memory available to diagnose; pass the "
-                           "uncompressed trace instead") from None
-    if d.unconsumed_tail:
-        raise ImportFailed(f"{path} inflates past {MAX_INFLATED_BYTES >> 30} GiB: refusing it (a gzip "
-                           "bomb?); pass the uncompressed trace instead")
-    if not d.eof:
-        raise EOFError("truncated")
-    return out

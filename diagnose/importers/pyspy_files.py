@@ -109,7 +109,7 @@ def is_raw(artifact: Artifact) -> bool:
     """Collapsed stacks: the first line is 'frame;frame;... COUNT' with py-spy's 'fn (file:line)' frames."""
     if artifact.doc is not None:
         return False
-    first = artifact.data.lstrip()[:4096].split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
+    first = artifact.head.lstrip()[:4096].split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
     m = _RAW_LINE.match(first)
     return bool(m) and any(_FRAME.match(p) or _RAW_THREAD.match(p) for p in m.group(1).split(";"))
 

@@ -29,7 +29,7 @@ class SpanFileImporter:
         # several documents back to back: judge by the first one
         from diagnose.collectors.otlp_decode import OtlpDecodeError, json_documents
 
-        if artifact.data.lstrip()[:1] not in (b"{", b"["):
+        if artifact.head.lstrip()[:1] not in (b"{", b"["):
             return False
         try:
             return _looks_like_spans(next(json_documents(artifact.text()), None))

@@ -1,7 +1,8 @@
 """signals(Bundle): every typed signal the rules read, with units and provenance.
 
 Each source reads one kind of stream from the bundle and returns a SourceResult; the registry below
-is the one place a new source is added. Sources are pure apart from reading the bundle.
+is the one place a new source is added. Sources are pure apart from reading the bundle; each takes
+the analysis parameters (diagnose/signals/params.py) and reads those that concern it.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from diagnose.model import Signal, StackShare, ThreadSummary
 from diagnose.signals.base import SignalSource, SourceResult
 from diagnose.signals.cpu import cpu_signals
 from diagnose.signals.gpu import gpu_signals
+from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.timeline import timeline_signals
 
 SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_signals)
@@ -32,11 +34,12 @@ class Extracted:
     top_stacks: tuple[StackShare, ...] = ()
 
 
-def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES) -> Extracted:
+def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
+            params: AnalysisParams = DEFAULT_PARAMS) -> Extracted:
     out = Extracted()
     for source in sources:
         try:
-            r = source(bundle)
+            r = source(bundle, params)
         except MALFORMED as exc:  # a hand-edited or corrupt stream costs its signals, not the report
             out.data_quality.setdefault("source_errors", {})[source.__name__] = (
                 f"{type(exc).__name__}: {str(exc)[:160]}")

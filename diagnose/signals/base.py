@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from diagnose.bundle import Bundle, CollectorState
 from diagnose.model import Signal, StackShare, ThreadSummary
+
+if TYPE_CHECKING:
+    from diagnose.signals.params import AnalysisParams
 
 
 @dataclass
@@ -23,7 +26,8 @@ class SourceResult:
     top_stacks: tuple[StackShare, ...] = ()
 
 
-SignalSource = Callable[[Bundle], SourceResult]
+# (bundle, analysis parameters) -> signals; a source ignores the parameters that are not its own.
+SignalSource = Callable[[Bundle, "AnalysisParams"], SourceResult]
 
 
 def collector_reason(bundle: Bundle, name: str) -> str:

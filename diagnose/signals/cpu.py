@@ -10,6 +10,7 @@ from diagnose.bundle import Bundle
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.signals.base import SourceResult, collector_reason
+from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.process import ProcessSummary, process_signals, summarize
 from diagnose.signals.stacks import Frame, Segment, StackProfile, classify, segments_from_chrometrace
 from diagnose.signals.threads import KernelTimeline, Reading, thread_usage
@@ -201,7 +202,7 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
     return tuple(rows)
 
 
-def cpu_signals(bundle: Bundle) -> SourceResult:
+def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
     proc_records = sorted(bundle.records("process.jsonl"), key=lambda r: r.get("t_ns", 0))
     proc = summarize(proc_records, list(bundle.records("threads.jsonl")))
     kernel = KernelTimeline(proc.threads if proc else thread_usage(proc_records))

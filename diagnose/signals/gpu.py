@@ -18,6 +18,7 @@ from diagnose.bundle import Bundle, BundleError
 from diagnose.model import Signal, missing
 from diagnose.rules.gpu_specs import GPU_SPECS, OVERRIDE_FILE, SpecError, find_spec, parse_overrides
 from diagnose.signals.base import SourceResult, collector_reason
+from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.gpu_dcgm import DcgmData, dcgm_gpus, dcgm_metrics, mig_table, read_dcgm
 from diagnose.signals.gpu_series import (GpmData, Metric, NvmlData, gpm_metrics, nvml_metrics, read_gpm,
                                          read_nvml, throttle_breakdown)
@@ -229,7 +230,7 @@ def _quality(nv: NvmlData, gpm: GpmData, dc: DcgmData) -> dict[str, Any]:
     }
 
 
-def gpu_signals(bundle: Bundle) -> SourceResult:
+def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
     """``gpu.*`` signals from nvml.jsonl, gpm.jsonl and dcgm.jsonl, with the GPU table in
     ``details`` (``gpu_devices``, ``gpu_mig_instances``). Raises nothing for missing streams:
     every unknown signal carries the reason of each source it could have come from."""

@@ -6,22 +6,26 @@ returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tabl
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from diagnose.bundle import Bundle
+from diagnose.bundle import Bundle, BundleError
 from diagnose.model import Signal, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
-from diagnose.rules.gpu_specs import find_spec
+from diagnose.rules.gpu_specs import (GPU_SPECS, OVERRIDE_FILE, Fingerprint, GpuSpec, SpecError, find_spec,
+                                       parse_overrides)
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.cpu import load_sources, window_events
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
-from diagnose.signals.kineto.analysis import TraceReport, analyze_trace
+from diagnose.signals.kineto.analysis import TimelineOptions, TraceReport, analyze_trace
+from diagnose.signals.kineto.devices import DeviceProps
 from diagnose.signals.kineto.reader import TraceReadError, read_trace
 from diagnose.signals.kineto.roofline import Peak
 from diagnose.signals.kineto.signals import trace_signals
+from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.span_signals import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans import SpanSet, parse_spans, request_summary
 from diagnose.signals.spans_llm import llm_summary
@@ -35,9 +39,20 @@ SLOW_STEP_PCT = 90
 AGENT_THREAD_PREFIX = "diagnose-"
 
 
-def device_peak(device: str) -> Peak | None:
-    spec = find_spec(device)
+def device_peak(device: DeviceProps, specs: tuple[GpuSpec, ...] = GPU_SPECS) -> Peak | None:
+    """Roofline peak of a trace's device: by name, or by its facts where ROCm's name is generic."""
+    facts = Fingerprint(device.compute, device.sm_count, device.mem_gib)
+    spec = find_spec(device.name, specs, facts)
     return Peak(spec.model, spec.dense_bf16_flops_per_s, spec.mem_bytes_per_s, spec.source) if spec else None
+
+
+def bundle_specs(bundle: Bundle) -> tuple[tuple[GpuSpec, ...], str | None]:
+    """The bundle's ``gpu_specs.json`` rows before the built-in table; a bad file: (table, why)."""
+    try:
+        extra = parse_overrides(bundle.read_json(OVERRIDE_FILE)) if bundle.has(OVERRIDE_FILE) else ()
+        return extra + GPU_SPECS, None
+    except (SpecError, BundleError) as exc:
+        return GPU_SPECS, f"{OVERRIDE_FILE} ignored: {exc}"
 
 
 def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
@@ -49,8 +64,9 @@ def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
     return rows
 
 
-def _reports(bundle: Bundle) -> tuple[list[TraceReport], list[str]]:
-    reports, errors = [], []
+def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
+    specs, spec_error = bundle_specs(bundle)
+    reports, errors = [], [spec_error] if spec_error else []
     for path, base in trace_files(bundle):
         try:
             trace = read_trace(path, base if isinstance(base, int) else None)
@@ -60,7 +76,7 @@ def _reports(bundle: Bundle) -> tuple[list[TraceReport], list[str]]:
         if trace.report.error:
             errors.append(f"{path.name}: {trace.report.error}" + (
                 f" at byte {trace.report.truncated_at_byte}" if trace.report.truncated_at_byte is not None else ""))
-        reports.append(analyze_trace(trace, device_peak))
+        reports.append(analyze_trace(trace, partial(device_peak, specs=specs), options))
     return reports, errors
 
 
@@ -162,8 +178,10 @@ def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reaso
     return out
 
 
-def timeline_signals(bundle: Bundle) -> SourceResult:
-    reports, trace_errors = _reports(bundle)
+def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
+    """gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals; ``params.timeline`` sets the gap,
+    kernel-wait and short-kernel thresholds."""
+    reports, trace_errors = _reports(bundle, params.timeline)
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"

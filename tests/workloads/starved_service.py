@@ -2,7 +2,7 @@
 
 One serving thread handles requests in a loop: span "request" (SERVER) with child stages
 "preprocess" (pure-Python tokenize() of a long text: most of the time), "model" (a small MLP
-forward in run_model) and "postprocess". Prints READY after the first request. Bounded: exits
+forward in run_model, on the GPU with --device cuda) and "postprocess". Prints READY after the first request. Bounded: exits
 after --max-s seconds.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 p = argparse.ArgumentParser()
 p.add_argument("--words", type=int, default=40_000, help="words tokenized per request")
 p.add_argument("--max-s", type=float, default=90.0)
+p.add_argument("--device", default="cpu", help="cpu, or cuda: the model's kernels then run on the GPU")
 args = p.parse_args()
 
 import torch  # noqa: E402
@@ -24,7 +25,8 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 
 torch.set_num_threads(1)
-MODEL = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128))
+DEVICE = torch.device(args.device)
+MODEL = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128)).to(DEVICE)
 trace.set_tracer_provider(TracerProvider(resource=Resource.create({"service.name": "starved"})))
 tracer = trace.get_tracer("starved")
 TEXT = " ".join(f"Word{i % 997}, token{i % 13}." for i in range(args.words))
@@ -43,7 +45,7 @@ def run_model(ids: list[int]) -> float:
     x = torch.zeros(8, 128)
     x[:, : min(128, len(ids))] = torch.tensor(ids[:128], dtype=torch.float32)
     with torch.no_grad():
-        return float(MODEL(x).sum())
+        return float(MODEL(x.to(DEVICE)).sum())  # float() waits for the GPU: one request at a time
 
 
 def serve(ready: threading.Event) -> None:

@@ -6,11 +6,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from diagnose.signals.kineto.devices import DeviceProps
 from diagnose.signals.kineto.gaps import (GAP_MIN_NS, HOST_GAP_MIN_NS, IdleGaps, gap_rows,
                                           host_during_gaps, host_op_coverage_pct, idle_gaps,
                                           torch_op_gaps)
 from diagnose.signals.kineto.kernels import category_breakdown, memcpy_breakdown, top_kernels
-from diagnose.signals.kineto.launch import launch_stats, sync_stats
+from diagnose.signals.kineto.launch import SHORT_KERNEL_NS, launch_stats, sync_stats
 from diagnose.signals.kineto.reader import KinetoTrace, ReadReport, TraceMeta
 from diagnose.signals.kineto.roofline import Peak, roofline
 from diagnose.signals.kineto.steps import step_stats
@@ -18,16 +19,17 @@ from diagnose.signals.kineto.temporal import (KERNEL_WAIT_NS, StreamIdle, Tempor
                                               hta_window, idle_by_stream, temporal_breakdown)
 from diagnose.signals.kineto.view import TraceView, build_view
 
-PeakLookup = Callable[[str], "Peak | None"]
+PeakLookup = Callable[[DeviceProps], "Peak | None"]
 
 
 @dataclass(frozen=True)
 class TimelineOptions:
-    """Thresholds of the kernel-timeline analysis (all overridable)."""
+    """Thresholds of the kernel-timeline analysis (all overridable: diagnose/signals/params.py)."""
 
-    gap_min_ns: int = GAP_MIN_NS
+    gap_min_ns: int = GAP_MIN_NS  # GPU idle gaps shorter than this are not gaps
     host_gap_min_ns: int = HOST_GAP_MIN_NS  # torch-op gaps of CPU-only traces
-    kernel_wait_ns: int = KERNEL_WAIT_NS
+    kernel_wait_ns: int = KERNEL_WAIT_NS  # per-stream idle below this before a kernel: kernel wait
+    short_kernel_ns: int = SHORT_KERNEL_NS  # kernels shorter than this are short (launch-bound)
     hta_window: bool = True  # drop GPU events of the last ProfilerStep, as HTA does
 
 
@@ -42,6 +44,7 @@ class TraceReport:
     streams: tuple[StreamIdle, ...]
     gaps: IdleGaps  # GPU idle gaps; on a CPU-only trace: torch-op gaps (``gaps_source``)
     tables: dict[str, Any]  # JSON-ready: kernels, memcpy, launches, syncs, steps, roofline, gaps
+    options: TimelineOptions = TimelineOptions()  # the thresholds this report was measured with
 
     @property
     def has_gpu(self) -> bool:
@@ -64,6 +67,7 @@ class TraceReport:
             "temporal": self.temporal.to_json() if self.temporal else None,
             "temporal_hta_rounding": self.temporal_hta.to_json() if self.temporal_hta else None,
             "idle_by_stream": [s.to_json() for s in self.streams],
+            "kernel_wait_max_us": self.options.kernel_wait_ns / 1e3,
             "idle_gaps": {"of": self.gaps_source, "min_gap_us": self.gaps.min_gap_ns / 1e3, "count": int(len(self.gaps.start_ns)),
                           "total_ns": self.gaps.total_ns, "share_pct": self.gaps.share_pct},
             **self.tables,
@@ -80,12 +84,12 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
     temporal = temporal_breakdown(view, window, rounded=False)
     ig = (idle_gaps(view, window, options.gap_min_ns) if view.has_gpu
           else torch_op_gaps(view, options.host_gap_min_ns))
-    peak = next((p for p in map(peak_of, trace.meta.devices) if p), None) if peak_of else None
+    peak = next((p for p in map(peak_of, trace.meta.device_props) if p), None) if peak_of else None
     tables = {
         "kernel_categories": category_breakdown(view),
         "top_kernels": top_kernels(view),
         "memcpy": memcpy_breakdown(view),
-        "launches": launch_stats(view),
+        "launches": launch_stats(view, options.short_kernel_ns),
         "syncs": sync_stats(view, _host_span(view)),
         "steps": step_stats(view),
         "roofline": roofline(view, peak),
@@ -95,14 +99,17 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
     }
     return TraceReport(trace.path, trace.meta, trace.report, len(view.gpu), temporal,
                        temporal_breakdown(view, window, rounded=True),
-                       tuple(idle_by_stream(view, window, options.kernel_wait_ns, rounded=False)), ig, tables)
+                       tuple(idle_by_stream(view, window, options.kernel_wait_ns, rounded=False)), ig, tables,
+                       options)
 
 
 def _host_span(view: TraceView) -> int | None:
-    cpu = view.cpu
-    if not len(cpu):
+    """First to last host event, torch ops and CUDA runtime calls alike: a trailing
+    cudaDeviceSynchronize lies outside every op and must not push blocked time past 100%."""
+    parts = [t for t in (view.cpu, view.runtime) if len(t)]
+    if not parts:
         return None
-    return int(cpu["end_ns"].max() - cpu["start_ns"].min())
+    return int(max(t["end_ns"].max() for t in parts) - min(t["start_ns"].min() for t in parts))
 
 
 __all__ = ["TimelineOptions", "TraceReport", "analyze_trace"]

@@ -12,6 +12,7 @@ from diagnose.signals.kineto.schema import CAT_MEMCPY, CAT_SYNC
 from diagnose.signals.kineto.view import CATEGORIES, GROUP_OF, TraceView
 
 TOP_KERNELS = 10
+_MEMCPY_RX = tuple(re.compile(p) for p in (MEMCPY_DIRECTION, MEMCPY_PAGEABLE, MEMCPY_PINNED))
 
 
 def category_breakdown(view: TraceView) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def memcpy_breakdown(view: TraceView) -> list[dict[str, Any]]:
     g = view.gpu
     rows = np.flatnonzero(g["cat"] == CAT_MEMCPY)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0])
-    direction, pageable, pinned = re.compile(MEMCPY_DIRECTION), re.compile(MEMCPY_PAGEABLE), re.compile(MEMCPY_PINNED)
+    direction, pageable, pinned = _MEMCPY_RX
     uniq, inv = np.unique(g["name"][rows], return_inverse=True)
     counts = np.bincount(inv, minlength=len(uniq))
     nbytes = np.bincount(inv, weights=np.nan_to_num(g["bytes"][rows]), minlength=len(uniq))

@@ -6,6 +6,7 @@ queue is deep. Kernels shorter than ``SHORT_KERNEL_NS`` cost about as much to la
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from diagnose.signals.kineto.view import TraceView, launch_mask, steps, sync_mas
 SHORT_KERNEL_NS = 10_000
 OUTLIER_MIN_NS = 1_000_000  # a launch delay past both this and the P99 is reported
 MAX_OUTLIERS = 5
+_D2H_PAGEABLE = re.compile(r"DtoH.*Pageable")
 
 
 def _pcts(values: np.ndarray) -> dict[str, float | None]:
@@ -25,20 +27,21 @@ def _pcts(values: np.ndarray) -> dict[str, float | None]:
     return {"p50_us": p[0] / 1e3, "p90_us": p[1] / 1e3, "p99_us": p[2] / 1e3, "max_us": values.max() / 1e3}
 
 
-def launch_stats(view: TraceView) -> dict[str, Any]:
+def launch_stats(view: TraceView, short_kernel_ns: int = SHORT_KERNEL_NS) -> dict[str, Any]:
+    """Launch delay and call percentiles, short kernels (< ``short_kernel_ns``), kernels per step."""
     g = view.gpu
     kern = np.flatnonzero(g["cat"] == CAT_KERNEL)
     linked = kern[view.launch_row[kern] >= 0]
     rt = view.launch_row[linked]
     delay = g["start_ns"][linked] - view.runtime["start_ns"][rt]
     calls = view.runtime["dur_ns"][launch_mask(view)]
-    short = g["dur_ns"][kern] < SHORT_KERNEL_NS
+    short = g["dur_ns"][kern] < short_kernel_ns
     out: dict[str, Any] = {
         "kernels": int(len(kern)),
         "linked_pct": 100.0 * len(linked) / len(kern) if len(kern) else None,
         "launch_delay": _pcts(delay),
         "launch_call": _pcts(calls),
-        "short_kernel_threshold_us": SHORT_KERNEL_NS / 1e3,
+        "short_kernel_threshold_us": short_kernel_ns / 1e3,
         "short_kernels": int(short.sum()),
         "short_kernel_pct": 100.0 * short.mean() if len(kern) else None,
         "mean_kernel_us": float(g["dur_ns"][kern].mean() / 1e3) if len(kern) else None,
@@ -75,7 +78,7 @@ def sync_stats(view: TraceView, span_ns: int | None) -> dict[str, Any]:
         c = sync_ev.setdefault(view.name(int(nid)), [0, 0])
         c[0] += 1
         c[1] += int(dur)
-    d2h = (g["cat"] == CAT_MEMCPY) & view.name_mask(g, r"DtoH.*Pageable")
+    d2h = (g["cat"] == CAT_MEMCPY) & view.name_mask(g, _D2H_PAGEABLE)
     return {
         "host_blocked_ns": blocked,
         "host_blocked_pct": 100.0 * blocked / span_ns if span_ns else None,

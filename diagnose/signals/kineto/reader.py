@@ -20,16 +20,19 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator, Protocol
 
 import numpy as np
 import orjson
 
 from diagnose.signals.kineto.columns import ColumnBuilder, as_int
+from diagnose.signals.kineto.devices import DeviceProps, device_props
 from diagnose.signals.kineto.schema import Table
 from diagnose.signals.kineto.scan import Batch, ScanState, scan
 
 CHUNK_BYTES = 1 << 20
+WHOLE_DOC_BYTES = 4 << 20  # a document this small is parsed in one call (fixed costs dominate)
+MAX_EVENT_BYTES = 64 << 20  # one event longer than this ends the read (a real event is < 1 MiB)
 _GZIP_MAGIC = b"\x1f\x8b"
 _BARE_NONFINITE = re.compile(r"([:\[,]\s*)(-?(?:inf|nan|Inf|NaN|infinity))(?=\s*[,\]}])")
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -51,6 +54,25 @@ class TraceMeta:
     devices: tuple[str, ...]
     backend: str | None
     unix_clock: bool  # False when timestamps could not be placed on the Unix clock
+    device_props: tuple[DeviceProps, ...] = ()  # the same devices with the facts that identify a model
+
+
+class BatchSink(Protocol):
+    """Takes the parsed events of a trace one batch (about CHUNK_BYTES of JSON) at a time."""
+
+    def add_batch(self, events: list[Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class EventStream:
+    """What streaming a trace found besides its events (see ``stream_events``)."""
+
+    metadata: dict[str, Any]  # the document minus its events (its first 16 MiB, see scan.py)
+    events_seen: bool  # False: no traceEvents array (not a Chrome/Kineto trace)
+    bytes_read: int  # decompressed bytes up to the last complete event or the document's end
+    truncated_at_byte: int | None
+    error: str | None
+    unparsable: int  # events not even the tolerant parser could read (dropped)
 
 
 @dataclass(frozen=True)
@@ -91,8 +113,9 @@ class KinetoTrace:
     process_names: dict[int, str] = field(default_factory=dict)
 
 
-def _chunks(fh: BinaryIO, gz: bool) -> Iterator[bytes]:
-    """Decompressed chunks of at most CHUNK_BYTES. Raises EOFError at a truncated gzip stream."""
+def inflate_chunks(fh: BinaryIO, gz: bool) -> Iterator[bytes]:
+    """Decompressed chunks of at most CHUNK_BYTES. Raises EOFError at a truncated gzip stream,
+    zlib.error at a corrupt one."""
     if not gz:
         while True:
             data = fh.read(CHUNK_BYTES)
@@ -185,18 +208,22 @@ def _fast_batch(buf: bytes) -> tuple[list[Any], bytes] | None:
     return events, rest[1:] if rest[:1] == b"," else rest
 
 
-def _stream_events(fh: BinaryIO, gz: bool, builder: ColumnBuilder, st: ScanState,
+def _stream_events(chunks: Iterable[bytes], builder: BatchSink, st: ScanState,
                    counts: dict[str, int]) -> tuple[int | None, str | None]:
     """Feed every complete event to ``builder``. Returns (truncated_at_byte, error).
 
     Inside the events array each buffer is first tried with a guessed cut (``_fast_batch``); the
     numpy structural scan handles the document's head and tail and any buffer the guess fails on.
+    An event longer than MAX_EVENT_BYTES stops the read there (memory stays bounded on a hostile
+    or broken file, e.g. a gzip bomb that is one endless string).
     """
     carry = b""
     error = None
     try:
-        for data in _chunks(fh, gz):
+        for data in chunks:
             carry = _consume(carry + data, builder, st, counts, final=False)
+            if len(carry) > MAX_EVENT_BYTES:
+                return st.offset, f"an event longer than {MAX_EVENT_BYTES >> 20} MiB (not read further)"
         if carry:
             carry = _consume(carry, builder, st, counts, final=True)
     except EOFError as exc:
@@ -211,7 +238,7 @@ def _stream_events(fh: BinaryIO, gz: bool, builder: ColumnBuilder, st: ScanState
     return truncated, error
 
 
-def _consume(buf: bytes, builder: ColumnBuilder, st: ScanState, counts: dict[str, int],
+def _consume(buf: bytes, builder: BatchSink, st: ScanState, counts: dict[str, int],
              final: bool) -> bytes:
     """Parse what ``buf`` completes; return the bytes to carry into the next buffer."""
     at_event = st.in_events and st.depth == st.events_depth and not st.in_string
@@ -259,13 +286,13 @@ def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | N
     ws = as_int(dist.get("world_size"), -1)
     base = doc.get("baseTimeNanoseconds")
     base = base if type(base) is int and base >= 0 else base_override
-    devices = tuple(str(d.get("name", "?")) for d in doc.get("deviceProperties") or []
-                    if isinstance(d, dict))
+    props = device_props(doc.get("deviceProperties"))
+    devices = tuple(d.name for d in props)
     unix = base is not None or (first_ts_us is not None and first_ts_us >= MIN_UNIX_US)
     sv = doc.get("schemaVersion")
     return TraceMeta(rank if rank >= 0 else None, ws if ws > 0 else None,
                      sv if type(sv) is int else None, base, devices,
-                     dist.get("backend") if isinstance(dist.get("backend"), str) else None, unix)
+                     dist.get("backend") if isinstance(dist.get("backend"), str) else None, unix, props)
 
 
 def _to_ns(table: Table, base_ns: int) -> Table:
@@ -293,6 +320,43 @@ def _to_ns(table: Table, base_ns: int) -> Table:
     return Table(cols)
 
 
+def _head(chunks: Iterator[bytes]) -> tuple[list[bytes], Iterator[bytes] | None, Exception | None]:
+    """The first chunks, up to WHOLE_DOC_BYTES: (chunks, the rest or None at the end, the
+    EOFError/zlib.error that ended them early)."""
+    head: list[bytes] = []
+    size = 0
+    try:
+        for data in chunks:
+            head.append(data)
+            size += len(data)
+            if size > WHOLE_DOC_BYTES:
+                return head, chunks, None
+    except (EOFError, zlib.error) as exc:
+        return head, None, exc
+    return head, None, None
+
+
+def _replay(head: list[bytes], rest: Iterator[bytes] | None, failure: Exception | None) -> Iterator[bytes]:
+    yield from head
+    if failure is not None:
+        raise failure
+    if rest is not None:
+        yield from rest
+
+
+def _whole_document(head: list[bytes], builder: ColumnBuilder) -> dict[str, Any] | None:
+    """A small, strictly valid trace parsed in one orjson call (no structural scan); None when
+    it is not one (odd content, no events array): the streaming path then reads it."""
+    try:
+        doc = orjson.loads(b"".join(head))
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        return None
+    builder.add_batch(doc.pop("traceEvents"))
+    return doc
+
+
 def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace:
     """Read a Kineto/Chrome trace (``.json`` or gzipped, detected by content).
 
@@ -310,12 +374,19 @@ def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace
     with fh:
         gz = fh.read(2) == _GZIP_MAGIC
         fh.seek(0)
-        truncated, error = _stream_events(fh, gz, builder, st, counts)
-    if st.root is None:
-        raise TraceReadError(f"{path} holds no JSON document" + (f" ({error})" if error else ""))
-    doc = _metadata(bytes(st.skeleton))
-    if not st.events_seen:
-        error = error or "no traceEvents array: not a Chrome/Kineto trace"
+        chunks = inflate_chunks(fh, gz)
+        head, rest, failure = _head(chunks)
+        doc = _whole_document(head, builder) if rest is None and failure is None else None
+        if doc is None:
+            truncated, error = _stream_events(_replay(head, rest, failure), builder, st, counts)
+        else:
+            truncated, error, st.offset = None, None, sum(map(len, head))
+    if doc is None:
+        if st.root is None:
+            raise TraceReadError(f"{path} holds no JSON document" + (f" ({error})" if error else ""))
+        doc = _metadata(bytes(st.skeleton))
+        if not st.events_seen:
+            error = error or "no traceEvents array: not a Chrome/Kineto trace"
     parts, flows = builder.partitions(), builder.flows()
     firsts = [float(t["ts"].min()) for t in parts.values() if len(t)]
     meta = _meta(doc, base_time_ns, min(firsts) if firsts else None)
@@ -328,4 +399,22 @@ def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace
                        builder.thread_names, builder.process_names)
 
 
-__all__ = ["KinetoTrace", "ReadReport", "TraceMeta", "TraceReadError", "parse_tolerant", "read_trace"]
+def stream_events(chunks: Iterable[bytes], sink: BatchSink) -> EventStream:
+    """Feed every complete event of a trace, given as decompressed byte ``chunks`` (e.g. from
+    ``inflate_chunks``), to ``sink`` batch by batch, without building columns: a light pass for
+    callers that need a few facts per trace. Memory: a few chunks plus the sink's state.
+
+    A truncated document yields the events before the cut (``truncated_at_byte``). Raises
+    TraceReadError when the chunks hold no JSON document; exceptions raised by ``chunks`` other
+    than EOFError and zlib.error (which become ``error``) propagate.
+    """
+    st, counts = ScanState(), {"repaired": 0, "unparsable": 0}
+    truncated, error = _stream_events(chunks, sink, st, counts)
+    if st.root is None:
+        raise TraceReadError("no JSON document" + (f" ({error})" if error else ""))
+    return EventStream(_metadata(bytes(st.skeleton)), st.events_seen, st.offset, truncated, error,
+                       counts["unparsable"])
+
+
+__all__ = ["BatchSink", "EventStream", "KinetoTrace", "ReadReport", "TraceMeta", "TraceReadError",
+           "inflate_chunks", "parse_tolerant", "read_trace", "stream_events"]

@@ -4,6 +4,10 @@ FLOPs and bytes come from the trace (columns.py / flops.py). The GPU time of an 
 the kernels its launch calls enqueued (op ``External id`` -> runtime call -> correlation ->
 kernel); without kernels (CPU-only trace) the op's own host duration is used. The ridge point is
 peak FLOP/s ÷ peak bytes/s of the device, from the peak table passed in (``Peak``).
+
+Ops nest (``aten::linear`` calls ``aten::addmm``, ``aten::conv2d`` ends in
+``aten::mkldnn_convolution``/``cudnn_convolution``): on each thread only the innermost op with
+FLOPs is counted, so a product is counted once, at the op whose launches carry its kernels.
 """
 from __future__ import annotations
 
@@ -45,10 +49,27 @@ def _op_gpu_ns(view: TraceView, ext_ids: np.ndarray) -> np.ndarray:
     return np.where(ext_ids >= 0, cum[hi] - cum[lo], 0)
 
 
+def innermost(view: TraceView, ops: np.ndarray) -> np.ndarray:
+    """The rows of ``ops`` inside which no other row of ``ops`` runs on the same thread.
+
+    Ops on one thread nest like a call stack, so an op encloses another exactly when the next op
+    by start (ties: the longer first) starts before it ends.
+    """
+    cpu = view.cpu
+    pid, tid, start, end = (cpu[k][ops] for k in ("pid", "tid", "start_ns", "end_ns"))
+    order = np.lexsort((-end, start, tid, pid))
+    pid, tid, start, end = pid[order], tid[order], start[order], end[order]
+    encloses = np.zeros(len(ops), bool)
+    encloses[:-1] = (pid[1:] == pid[:-1]) & (tid[1:] == tid[:-1]) & (start[1:] < end[:-1])
+    return np.sort(ops[order][~encloses])
+
+
 def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     cpu = view.cpu
-    ops = np.flatnonzero((cpu["cat"] == CAT_CPU_OP) & np.isfinite(cpu["flops"]) & (cpu["flops"] > 0))
-    out: dict[str, Any] = {"ops_with_flops": int(len(ops)), "device": peak.device if peak else None,
+    with_flops = np.flatnonzero((cpu["cat"] == CAT_CPU_OP) & np.isfinite(cpu["flops"]) & (cpu["flops"] > 0))
+    ops = innermost(view, with_flops)
+    out: dict[str, Any] = {"ops_with_flops": int(len(ops)), "enclosing_ops_skipped": int(len(with_flops) - len(ops)),
+                           "device": peak.device if peak else None,
                            "ridge_flop_per_byte": peak.ridge_flop_per_byte if peak else None,
                            "peak_source": peak.source if peak else None, "ops": []}
     if not len(ops):

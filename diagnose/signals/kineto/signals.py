@@ -53,7 +53,8 @@ def _launch_signals(gpu: list[TraceReport]) -> dict[str, Signal]:
     kernels = _sum(gpu, lambda r: r.tables["launches"]["kernels"])
     short = _sum(gpu, lambda r: r.tables["launches"]["short_kernels"])
     n = "kernels.short_kernel_pct"
-    out[n] = (Signal(n, 100.0 * short / kernels, "%", SRC + ", kernels shorter than 10 us") if kernels
+    thr_us = gpu[0].tables["launches"]["short_kernel_threshold_us"]
+    out[n] = (Signal(n, 100.0 * short / kernels, "%", SRC + f", kernels shorter than {thr_us:g} us") if kernels
               else missing(n, "%", SRC, "no kernels (only memcpy/memset) in the trace"))
     p99 = [r.tables["launches"]["launch_delay"]["p99_us"] for r in gpu]
     p99 = [v for v in p99 if v is not None]
@@ -137,11 +138,13 @@ def _roofline_signals(reports: list[TraceReport]) -> dict[str, Signal]:
     roof = [r.tables["roofline"] for r in reports if r.tables["roofline"].get("intensity_flop_per_byte")]
     n, m = "kernels.intensity_flop_per_byte", "kernels.intensity_to_ridge_ratio"
     if not roof:
-        why = "no op with FLOPs in the trace (profile with record_shapes=True; matmul-family ops or with_flops)"
+        why = ("no op with FLOPs in the trace (profile with record_shapes=True; matmul, linear, conv, "
+               "attention, add/mul ops, or a flops arg)")
         return {n: missing(n, "FLOP/byte", SRC, why), m: missing(m, "x", SRC, why)}
     flops = sum(r["flops"] for r in roof)
     nbytes = sum(r["bytes"] for r in roof)
-    out = {n: Signal(n, flops / nbytes, "FLOP/byte", SRC + ", matmul-family ops: FLOPs / bytes read+written (upper bound)")}
+    out = {n: Signal(n, flops / nbytes, "FLOP/byte", SRC + ", matmul/linear/conv/attention/add/mul ops (innermost "
+                     "per call path): FLOPs / bytes read+written (upper bound)")}
     ridge = next((r["ridge_flop_per_byte"] for r in roof if r["ridge_flop_per_byte"]), None)
     devices = sorted({d for r in reports for d in r.meta.devices})
     out[m] = (Signal(m, flops / nbytes / ridge, "x", SRC + " intensity / rules/gpu_specs.py ridge") if ridge

@@ -1,6 +1,7 @@
 """Training/serving steps (``ProfilerStep#N``) and the input pipeline's share of each step."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -8,6 +9,8 @@ import numpy as np
 from diagnose.rules.kernel_catalog import DATALOADER
 from diagnose.signals.kineto.intervals import merge, overlap_each
 from diagnose.signals.kineto.view import TraceView, steps
+
+_DATALOADER_RX = re.compile(DATALOADER)
 
 
 def step_stats(view: TraceView) -> dict[str, Any]:
@@ -18,7 +21,7 @@ def step_stats(view: TraceView) -> dict[str, Any]:
                 "gpu_busy_pct": None}
     lo = np.array([s for _, s, _ in st], np.int64)
     hi = np.array([e for _, _, e in st], np.int64)
-    dl = view.name_mask(view.cpu, DATALOADER)
+    dl = view.name_mask(view.cpu, _DATALOADER_RX)
     ds, de = merge(view.cpu["start_ns"][dl], view.cpu["end_ns"][dl])
     gs, ge = merge(view.gpu["start_ns"], view.gpu["end_ns"])
     loader = overlap_each(ds, de, lo, hi)

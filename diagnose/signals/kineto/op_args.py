@@ -1,0 +1,99 @@
+"""The recorded arguments of one torch op, as a Kineto trace holds them with ``record_shapes=True``.
+
+Per positional argument of the op's schema (``aten::conv2d(input, weight, bias, stride, ...)``):
+``Input Dims`` (tensor shape, ``[]`` for anything else), ``Input type`` (dtype name, or
+``Scalar``/``ScalarList``/empty) and, since torch 2.1, ``Concrete Inputs`` (the printed value of
+scalars and int lists, e.g. ``"[2, 2]"``, ``"1"``, ``"False"``; ``""`` for tensors). Older traces
+lack ``Concrete Inputs``; every accessor then answers None.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Element sizes of the dtype names torch writes in "Input type".
+DTYPE_BYTES = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8,
+    "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+}
+_TRUE, _FALSE = ("true", "True", "1"), ("false", "False", "0")
+
+
+def numel(shape: list[int] | tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, list) and all(type(d) is int and d >= 0 for d in value)
+
+
+@dataclass(frozen=True)
+class OpArgs:
+    """Accessors over one op's ``args``; each returns None where the trace does not say."""
+
+    dims: list[Any]
+    types: list[Any]
+    concrete: list[Any]
+
+    @classmethod
+    def of(cls, args: dict[str, Any]) -> "OpArgs":
+        lists = [args.get(k) for k in ("Input Dims", "Input type", "Concrete Inputs")]
+        return cls(*(v if isinstance(v, list) else [] for v in lists))
+
+    def shape(self, i: int) -> list[int] | None:
+        """The tensor shape of argument ``i``; None when it is not a tensor or not recorded."""
+        d = self.dims[i] if i < len(self.dims) else None
+        return d if _is_shape(d) and self.is_tensor(i) else None
+
+    def is_tensor(self, i: int) -> bool:
+        t = self.types[i] if i < len(self.types) else None
+        # Scalar/ScalarList/None arguments are typed as such; tensors carry a dtype name
+        return isinstance(t, str) and bool(t) and not t.startswith("Scalar") and t != "GenericList"
+
+    def elem_bytes(self, i: int) -> int | None:
+        t = self.types[i] if i < len(self.types) else None
+        return DTYPE_BYTES.get(t) if isinstance(t, str) else None
+
+    def text(self, i: int) -> str | None:
+        c = self.concrete[i] if i < len(self.concrete) else None
+        return c.strip().strip("'\"") if isinstance(c, str) and c.strip() else None
+
+    def ints(self, i: int, n: int) -> tuple[int, ...] | None:
+        """An int list argument (``"[2, 2]"``) as ``n`` values; a single value is repeated, as
+        torch expands ``stride=2`` for an ``int[2]`` parameter."""
+        text = self.text(i)
+        if text is None:
+            return None
+        parts = [p.strip() for p in text.strip("[]()").split(",") if p.strip()]
+        try:
+            values = tuple(int(p) for p in parts)
+        except ValueError:
+            return None
+        if len(values) == 1:
+            values *= n
+        return values if len(values) == n else None
+
+    def int_value(self, i: int) -> int | None:
+        one = self.ints(i, 1)
+        return one[0] if one else None
+
+    def flag(self, i: int) -> bool | None:
+        text = self.text(i)
+        return True if text in _TRUE else False if text in _FALSE else None
+
+    def input_bytes(self) -> float:
+        """Bytes of every tensor argument with a known dtype (the traffic an op must read)."""
+        total = 0
+        for i in range(len(self.dims)):
+            shape, size = self.shape(i), self.elem_bytes(i)
+            if shape and size:
+                total += size * numel(shape)
+        return float(total)
+
+
+__all__ = ["DTYPE_BYTES", "OpArgs", "numel"]

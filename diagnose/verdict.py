@@ -50,7 +50,7 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
         if all(c.holds(v) for c, v in zip(rule.conditions, values)):
             finding = _finding(rule, signals, values)
             overruled = rule.overruled_by(signals)
-            findings.append(_as_context(finding, overruled) if overruled else finding)
+            findings.append(_as_context(finding, overruled, rule.unless_reason) if overruled else finding)
     findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))
     return findings, list(not_judged.values())
 
@@ -68,12 +68,12 @@ def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Fin
     )
 
 
-def _as_context(f: Finding, by: tuple[Condition, Signal]) -> Finding:
-    """A finding another layer's evidence overrules: kept, without a quadrant, saying why."""
+def _as_context(f: Finding, by: tuple[Condition, Signal], reason: str) -> Finding:
+    """A finding another layer's evidence overrules: kept, without a quadrant or remedies, saying why."""
     c, s = by
     unit = "%" if s.unit == "%" else f" {s.unit}"
-    why = f" Not the limit here: {s.name} was {s.value:.0f}{unit} ({c.op} {c.threshold:g}), so another layer holds the system back."
-    return replace(f, quadrant=None, severity=Severity.INFO, summary=f.summary + why,
+    why = f" Not the limit here: {s.name} was {s.value:.0f}{unit} ({c.op} {c.threshold:g}): {reason}."
+    return replace(f, quadrant=None, severity=Severity.INFO, summary=f.summary + why, suggestions=(),
                    evidence=f.evidence + (Evidence(s.name, s.value, s.unit, c.op, c.threshold, s.source),))
 
 

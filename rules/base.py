@@ -44,6 +44,7 @@ class Rule:
     # Evidence that another layer is the limit: when any of these holds (signal known), the finding
     # is kept as context, without a quadrant. Unknown signals never demote.
     unless: tuple[Condition, ...] = ()
+    unless_reason: str = "another layer holds the system back"
 
     @property
     def signals(self) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from diagnose.model import Layer, Quadrant, Severity
 from diagnose.rules.base import Condition, Rule
-from diagnose.rules.gpu import GPU_BUSY
+from diagnose.rules.gpu import GPU_BUSY, GPU_BUSY_REASON
 
 Q, L, S = Quadrant, Layer, Severity
 
@@ -139,4 +139,5 @@ _CPU_RULES: tuple[Rule, ...] = (
 )
 
 # A CPU verdict needs the GPU (where one is measured) not to be the busy side.
-CPU_RULES: tuple[Rule, ...] = tuple(replace(r, unless=GPU_BUSY) if r.quadrant else r for r in _CPU_RULES)
+CPU_RULES: tuple[Rule, ...] = tuple(replace(r, unless=GPU_BUSY, unless_reason=GPU_BUSY_REASON) if r.quadrant else r
+                                    for r in _CPU_RULES)

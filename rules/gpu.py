@@ -43,6 +43,7 @@ GPU_BUSY: tuple[Condition, ...] = (
     Condition("gpu.dram_active_pct", ">=", 50.0, 0.0),
     Condition("gpu.idle_pct", "<=", 10.0, 0.0),
 )
+GPU_BUSY_REASON = "the GPU is the busy side, and this CPU time feeds it or waits for it"
 
 WAITING = ("GPU-Util {0:.0f}% while graphics-engine activity {1:.0f}% and DRAM activity {2:.0f}%: "
            "the GPU is mostly waiting, not busy.")

@@ -2,7 +2,8 @@
 
 Names are matched with ``re.search`` in order; the first pattern that matches decides. Patterns
 cover CUDA (cuBLAS/cuDNN/CUTLASS/ATen/Triton) and ROCm (rocBLAS/Tensile ``Cijk_``, MIOpen, hip*
-runtime calls) spellings. Groups: ``compute`` (GEMM, convolution, attention, other math),
+runtime calls) spellings; ``nvjet_sm90_*`` are cuBLAS's JIT GEMM kernels on Hopper (seen on an H200
+for every bf16 torch.matmul). Groups: ``compute`` (GEMM, convolution, attention, other math),
 ``memory`` (elementwise, reduction, normalisation, copy, memcpy/memset), ``communication``
 (NCCL/RCCL collectives) and ``sync``.
 
@@ -38,7 +39,7 @@ KERNEL_CATALOG: tuple[KernelPattern, ...] = (
     KernelPattern("attention", G.COMPUTE, r"(?i)flash|fmha|attention|attn|sdpa|mha_|paged_attention|xformers"),
     KernelPattern("norm", G.MEMORY, r"(?i)layer_?norm|batch_?norm|rms_?norm|group_?norm|bn_fw|bn_bw|cudnn::bn_|instance_?norm|MIOpenBatchNorm"),
     KernelPattern("conv", G.COMPUTE, r"(?i)conv|implicit_?gemm|fprop|dgrad|wgrad|winograd|scudnn|fft2d|MIOpen.*(Conv|Winograd)|igemm"),
-    KernelPattern("gemm", G.COMPUTE, r"(?i)gemm|gemv|cutlass|cublas|matmul|xmma|sm\d+_xmma|^Cijk_|rocblas|hipblaslt|wgmma|s16816|s1688|h884|dot_kernel|splitKreduce"),
+    KernelPattern("gemm", G.COMPUTE, r"(?i)gemm|gemv|cutlass|cublas|matmul|nvjet|xmma|sm\d+_xmma|^Cijk_|rocblas|hipblaslt|wgmma|s16816|s1688|h884|dot_kernel|splitKreduce"),
     KernelPattern("reduction", G.MEMORY, r"(?i)reduce_kernel|reduction|softmax|triton_(red|per)_|cub::|argmax|topk|sort|scan_kernel|cumsum"),
     KernelPattern("copy", G.MEMORY, r"(?i)copy|CatArrayBatched|cat_|index|gather|scatter|embedding|transpose|permute|nchwToNhwc|nhwcToNchw|pad|roll|flip|repeat|fill"),
     KernelPattern("elementwise", G.MEMORY, r"(?i)elementwise|triton_poi_|vectorized|unrolled|pointwise|multi_tensor_apply|foreach|activation|relu|gelu|silu|dropout|clamp|add_|mul_|max_pool|avg_pool|adaptive_average_pool"),

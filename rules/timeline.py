@@ -8,12 +8,17 @@ system layer).
 """
 from diagnose.model import Layer, Quadrant, Severity
 from diagnose.rules.base import Condition, Rule
+from diagnose.rules.gpu import GPU_BUSY
 
 Q, L, S = Quadrant, Layer, Severity
 
 # The host does feed the GPU late, but during the gaps its busiest thread mostly waited in socket or
 # file reads: the input source, not host CPU work, is the limit (an IO verdict instead).
 GAPS_IN_IO: tuple[Condition, ...] = (Condition("join.gap_category_share_pct[io_wait]", ">=", 40.0, 0.0),)
+
+# A compute/bandwidth verdict from the kernel timeline needs the kernels to span a fair part of
+# what was profiled: one 45 us GEMM in a 413 ms step (backward_thread.json) says nothing about it.
+KERNEL_WINDOW_COVERS = Condition("gpu.kernel_window_pct", ">=", 25.0, 0.0)
 
 TIMELINE_RULES: tuple[Rule, ...] = (
     Rule(
@@ -26,7 +31,7 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "tokenization off the launching thread, pipelined with the model",
          "Batch requests so each launch carries more work; overlap input copies (pinned memory, non_blocking)",
          "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
-        unless=GAPS_IN_IO,
+        unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
         "service.gpu_gaps_host_busy", "During GPU idle gaps the host threads are busy", Q.SERVICE, L.SERVICE,
@@ -36,7 +41,7 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "{1:.0f}% of its samples: CPU work on the critical path keeps the GPU waiting.",
         ("Parallelise or vectorise the work the join names (tokenizer, image decode, JSON)",
          "Run it in worker processes ahead of the model (a queue of ready batches)"),
-        unless=GAPS_IN_IO,
+        unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
         "io.gpu_gaps_host_waiting", "GPU and host threads wait at the same time", Q.IO, L.SYSTEM, S.WARNING,
@@ -65,22 +70,26 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "thread was busy {1:.0f}% of its samples there: Python code between model calls dominates.",
         ("Batch requests so the model runs on more items per call",
          "Move the Python work the join names to worker processes or vectorised/native code"),
-        unless=GAPS_IN_IO,
+        unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
         "compute.gpu_compute_kernels", "GEMM/conv/attention kernels keep the GPU busy", Q.COMPUTE, L.MODEL,
         S.WARNING,
         (Condition("gpu.compute_pct", ">=", 70.0, 25.0),
-         Condition("kernels.group_share_pct[compute]", ">=", 60.0, 35.0)),
-        "Compute kernels run {0:.0f}% of the kernel window and are {1:.0f}% of GPU kernel time.",
+         Condition("kernels.group_share_pct[compute]", ">=", 60.0, 35.0), KERNEL_WINDOW_COVERS),
+        "Kernels other than communication and memory copies (HTA's compute) run {0:.0f}% of the kernel "
+        "window, GEMM/conv/attention and other math kernels are {1:.0f}% of GPU kernel time, and that "
+        "window covers {2:.0f}% of the profiled host time.",
         ("Make the model cheaper: quantization (INT8/FP8), distillation, pruning",
          "Then the engine: tensor-core dtypes (bf16/fp16), fused attention, torch.compile / TensorRT"),
     ),
     Rule(
         "bandwidth.memory_kernels", "Memory-bound kernels dominate the GPU", Q.BANDWIDTH, L.MODEL, S.WARNING,
-        (Condition("kernels.group_share_pct[memory]", ">=", 60.0, 35.0), Condition("gpu.idle_pct", "<=", 30.0, 30.0)),
+        (Condition("kernels.group_share_pct[memory]", ">=", 60.0, 35.0), Condition("gpu.idle_pct", "<=", 30.0, 30.0),
+         KERNEL_WINDOW_COVERS),
         "Elementwise/reduction/norm/copy kernels are {0:.0f}% of GPU kernel time on a GPU idle only "
-        "{1:.0f}% of the window: the kernels wait on memory bandwidth.",
+        "{1:.0f}% of the kernel window, which covers {2:.0f}% of the profiled host time: the kernels "
+        "wait on memory bandwidth.",
         ("Fuse elementwise chains (torch.compile, fused norms/optimizers)",
          "Lower precision weights/activations (bf16, FP8, INT8/INT4 weight-only) to move fewer bytes"),
     ),
@@ -90,14 +99,16 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         (Condition("kernels.intensity_to_ridge_ratio", "<=", 0.5, 0.5),),
         "The profiled matmul/conv/attention/elementwise ops do {0:.2f}x the ridge point's FLOPs per byte: "
         "too little reuse per byte to reach the tensor-core peak.",
-        ("Increase batch size / sequence packing so each weight byte serves more tokens",
+        ("If the ops run in fp32, autocast to bf16/fp16 first: the ridge used is the BF16 tensor-core one",
+         "Increase batch size / sequence packing so each weight byte serves more tokens",
          "Weight-only quantization moves fewer bytes per FLOP"),
     ),
     Rule(
         "secondary.launch_bound", "Many tiny kernels: launch overhead", Q.SERVICE, L.ENGINE, S.INFO,
-        (Condition("kernels.short_kernel_pct", ">=", 50.0, 40.0), Condition("gpu.idle_pct", ">=", 20.0, 40.0)),
+        (Condition("kernels.short_kernel_pct", ">=", 50.0, 40.0),
+         Condition("gpu.short_gap_idle_pct", ">=", 20.0, 40.0)),
         "{0:.0f}% of kernels are short (under the short-kernel maximum, 10 us by default) and the GPU "
-        "idles {1:.0f}% of the window: per-kernel launch "
+        "idles {1:.0f}% of the window in gaps shorter than the idle-gap minimum: per-kernel launch "
         "cost, not GPU work, sets the pace.",
         ("Capture the step in a CUDA graph or compile it (torch.compile mode='reduce-overhead')",
          "Fuse small ops; batch more items per call"),
@@ -107,12 +118,21 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         (Condition("torch.sync_blocked_pct", ">=", 10.0, 30.0),),
         "The host spent {0:.0f}% of the trace blocked in cuda*/hip*Synchronize or blocking copies.",
         ("Remove .item()/.cpu()/print of GPU tensors from the loop; use non_blocking copies and events",),
+        unless=GPU_BUSY, unless_reason="the GPU was busy, so the host waiting for it is expected",
     ),
     Rule(
         "secondary.d2h_pageable", "Device-to-host copies into pageable memory", None, L.SYSTEM, S.INFO,
         (Condition("torch.d2h_pageable_copies", ">=", 1.0, 100.0),),
         "{0:.0f} device-to-host copies went to pageable memory: each one synchronises the stream.",
         ("Copy into pinned buffers (tensor.pin_memory(), non_blocking=True)",),
+    ),
+    Rule(
+        "secondary.h2d_pageable", "Host-to-device copies from pageable memory", None, L.SERVICE, S.INFO,
+        (Condition("torch.h2d_pageable_pct", ">=", 10.0, 40.0),),
+        "Copies from pageable host memory to the GPU take {0:.0f}% of the kernel window: each is staged "
+        "through a driver buffer and cannot overlap with compute.",
+        ("Allocate input batches in pinned memory (DataLoader(pin_memory=True), tensor.pin_memory())",
+         "Then copy with non_blocking=True on a side stream, one batch ahead of the model"),
     ),
     Rule(
         "service.input_pipeline", "The input pipeline takes a large share of each step", Q.SERVICE, L.SERVICE,

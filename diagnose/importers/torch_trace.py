@@ -7,8 +7,9 @@ on a trace far larger than its object graph would fit in.
 
 The trace is stored gzipped as ``torch/trace-NNNN.json.gz`` exactly as it was (re-compressed only
 when it came uncompressed) and indexed in ``torch.jsonl``. Its place on the Unix clock comes from
-Kineto's ``baseTimeNanoseconds`` (event ``ts`` are us from it); traces without it (older torch)
-get ``start_ns``/``end_ns`` None: they can be analysed alone but not aligned with other streams.
+Kineto's ``baseTimeNanoseconds`` (event ``ts`` are us from it); without it (older torch) ``ts``
+that are already Unix µs are taken as they are, and any other trace gets ``start_ns``/``end_ns``
+None: it can be analysed alone but not aligned with other streams.
 A JSON document cut short is imported up to its last complete event, with a note saying where.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Iterable
 
 from diagnose.importers.base import Artifact, ImportContext, ImportFailed
 from diagnose.importers.trace_stream import copy_and_skim
+from diagnose.signals.kineto.reader import MIN_UNIX_US
 
 EVENTS_KEY = "traceEvents"
 MAX_SNIFF_BYTES = 16 << 20  # the events array must start within this (the reader keeps no more metadata)
@@ -94,8 +96,9 @@ class TorchTraceImporter:
         base = int(base) if isinstance(base, (int, float)) and base > 0 else None
         bounds = skim.span_us()
         start_ns = end_ns = None
-        if base is not None and bounds is not None:
-            start_ns, end_ns = base + int(bounds[0] * 1000), base + int(bounds[1] * 1000)
+        unix_ts = base is None and bounds is not None and bounds[0] >= MIN_UNIX_US  # ts already Unix µs
+        if bounds is not None and (base is not None or unix_ts):
+            start_ns, end_ns = (base or 0) + int(bounds[0] * 1000), (base or 0) + int(bounds[1] * 1000)
         ctx.writer.stream("torch.jsonl").write({
             "file": rel, "start_ns": start_ns, "end_ns": end_ns, "base_time_ns": base,
             "activities": ["cpu", "cuda"] if skim.gpu else ["cpu"],
@@ -104,7 +107,7 @@ class TorchTraceImporter:
         })
         ctx.saw_time(start_ns, end_ns)
         ctx.produced("agent", artifact.path, torch_traces=1, torch_events=skim.events)
-        if base is None:
+        if start_ns is None:
             ctx.note("agent", f"{artifact.path.name} has no baseTimeNanoseconds: not placed on the Unix "
                               "clock")
         if stream.truncated_at_byte is not None:

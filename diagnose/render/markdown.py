@@ -64,8 +64,15 @@ class MarkdownRenderer(Renderer):
         t = m.get("target") or {}
         v = a.verdict
         cmd = " ".join(t.get("cmdline") or []) or t.get("name", "?")
+        imported = m.get("end_reason") == "imported"
+        title = f"imported files ({_cell(cmd)[:120]})" if imported else f"pid {t.get('pid', '?')} ({_cell(cmd)[:120]})"
+        when = (f"Imported; the files' events span {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))}."
+                if imported else
+                f"Captured {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))} on "
+                f"{t.get('host', '?')} as {t.get('user', '?')}; ended by: {m.get('end_reason', '?')}"
+                + (" (**partial capture**)" if m.get("partial") else "") + ".")
         out = [
-            f"# diagnose report: pid {t.get('pid', '?')} ({_cell(cmd)[:120]})",
+            f"# diagnose report: {title}",
             "",
             f"**Verdict: {v.quadrant.value}-bound**"
             + (f" · act on the **{v.layer.value}** layer first" if v.layer else "")
@@ -74,9 +81,7 @@ class MarkdownRenderer(Renderer):
             "",
             f"> {v.headline}",
             "",
-            f"Captured {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))} on "
-            f"{t.get('host', '?')} as {t.get('user', '?')}; ended by: {m.get('end_reason', '?')}"
-            + (" (**partial capture**)" if m.get("partial") else "") + ".",
+            when,
             "",
             "## Quadrant scores",
             "",
@@ -149,9 +154,16 @@ class MarkdownRenderer(Renderer):
              ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
             for c in m.get("collectors", [])])
         dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
-        out += [f"- {k.replace('_', ' ')}: {v}" for k, v in dq.items()] + [""]
+        out += [f"- {k.replace('_', ' ')}: {_plain(v)}" for k, v in dq.items()] + [""]
         out += ["## Reproduce", "", "```", reproduce_command(m), "```", ""]
         return out
+
+
+def _plain(v: Any) -> str:
+    """A data-quality value as text: dicts as ``key = value`` pairs, not Python reprs."""
+    if isinstance(v, dict):
+        return ", ".join(f"`{k}` = {x:g}" if isinstance(x, float) else f"`{k}` = {x}" for k, x in v.items())
+    return str(v)
 
 
 __all__ = ["MarkdownRenderer", "reproduce_command"]

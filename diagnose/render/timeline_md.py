@@ -15,6 +15,13 @@ def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
     return "unknown" if v is None else f"{v:{fmt}}{unit}"
 
 
+def _us(v: float | None) -> str:
+    """A duration given in µs, shown in ms from 1 ms on."""
+    if v is None:
+        return "unknown"
+    return f"{v / 1e3:.1f} ms" if v >= 1e3 else f"{v:.0f} µs"
+
+
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     cell = lambda c: str(c).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -68,8 +75,9 @@ def _trace_lines(t: dict[str, Any]) -> list[str]:
             f"{c['category']} {c['share_pct']:.0f}%" for c in cats) + ".", ""]
     la = t["launches"]
     out += [f"Launches: {la['kernels']} kernels, {_num(la['short_kernel_pct'], '.0f', '%')} shorter than "
-            f"{la['short_kernel_threshold_us']:g} µs; launch delay P50 {_num(la['launch_delay']['p50_us'], '.0f')} µs, "
-            f"P99 {_num(la['launch_delay']['p99_us'], '.0f')} µs. Host blocked in syncs: "
+            f"{la['short_kernel_threshold_us']:g} µs; launch delay (host call to kernel start: the depth of "
+            f"the queue ahead of it) P50 {_us(la['launch_delay']['p50_us'])}, "
+            f"P99 {_us(la['launch_delay']['p99_us'])}. Host blocked in syncs: "
             f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
     return out
 
@@ -85,7 +93,7 @@ def _gap_rows(t: dict[str, Any]) -> list[str]:
     return out + _table(["start (UTC)", "length", "host op open in the trace", "busiest thread (py-spy)"], [
         [_clock(g["start_ns"]), f"{g['dur_us'] / 1e3:.2f} ms",
          f"`{g['host_op']}`" if g["host_op"] else "none (Python between ops)", g.get("pyspy") or "no samples"]
-        for g in gaps[:MAX_GAP_ROWS]])
+        for g in sorted(gaps, key=lambda g: -g["dur_us"])[:MAX_GAP_ROWS]])
 
 
 def timeline_section(details: dict[str, Any]) -> list[str]:

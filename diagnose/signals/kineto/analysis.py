@@ -85,12 +85,14 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
     ig = (idle_gaps(view, window, options.gap_min_ns) if view.has_gpu
           else torch_op_gaps(view, options.host_gap_min_ns))
     peak = next((p for p in map(peak_of, trace.meta.device_props) if p), None) if peak_of else None
+    host_span = _host_span(view)
     tables = {
         "kernel_categories": category_breakdown(view),
         "top_kernels": top_kernels(view),
         "memcpy": memcpy_breakdown(view),
         "launches": launch_stats(view, options.short_kernel_ns),
-        "syncs": sync_stats(view, _host_span(view)),
+        "syncs": sync_stats(view, host_span),
+        "coverage": _coverage(temporal, host_span),
         "steps": step_stats(view),
         "roofline": roofline(view, peak),
         "gaps": gap_rows(view, ig),
@@ -101,6 +103,14 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
                        temporal_breakdown(view, window, rounded=True),
                        tuple(idle_by_stream(view, window, options.kernel_wait_ns, rounded=False)), ig, tables,
                        options)
+
+
+def _coverage(temporal: TemporalBreakdown | None, host_span_ns: int | None) -> dict[str, Any]:
+    """How much of the profiled host time the first-to-last-kernel window covers: one short burst
+    of kernels in a long trace says little about the GPU as a whole."""
+    window = temporal.span_ns if temporal else None
+    pct = 100.0 * min(window, host_span_ns) / host_span_ns if window is not None and host_span_ns else None
+    return {"host_span_ns": host_span_ns, "kernel_window_ns": window, "kernel_window_pct": pct}
 
 
 def _host_span(view: TraceView) -> int | None:

@@ -1,8 +1,8 @@
 """Arithmetic intensity of the profiled ops against the device's roofline ridge.
 
 FLOPs and bytes come from the trace (columns.py / flops.py). The GPU time of an op is the time of
-the kernels its launch calls enqueued (op ``External id`` -> runtime call -> correlation ->
-kernel); without kernels (CPU-only trace) the op's own host duration is used. The ridge point is
+the kernels enqueued by the launch calls made on its thread while it ran (runtime call ->
+correlation -> kernel); without kernels (CPU-only trace) the op's own host duration is used. The ridge point is
 peak FLOP/s ÷ peak bytes/s of the device, from the peak table passed in (``Peak``).
 
 Ops nest (``aten::linear`` calls ``aten::addmm``, ``aten::conv2d`` ends in
@@ -36,17 +36,24 @@ class Peak:
         return self.flops_per_s / self.bytes_per_s
 
 
-def _op_gpu_ns(view: TraceView, ext_ids: np.ndarray) -> np.ndarray:
-    """Kernel time enqueued by the ops with these External ids (0 where none)."""
-    g = view.gpu
+def _op_gpu_ns(view: TraceView, ops: np.ndarray) -> np.ndarray:
+    """Kernel time enqueued while each op ran: launch calls on the op's thread that start inside
+    it, its own and those of the ops it calls (``aten::_scaled_dot_product_efficient_attention``
+    launches through ``aten::_efficient_attention_forward``, whose External id differs)."""
+    g, rt, cpu = view.gpu, view.runtime, view.cpu
     k = np.flatnonzero((g["cat"] == CAT_KERNEL) & (view.launch_row >= 0))
-    launch_ext = view.runtime["external_id"][view.launch_row[k]]
-    order = np.argsort(launch_ext, kind="stable")
-    sorted_ext, dur = launch_ext[order], g["dur_ns"][k][order]
-    cum = np.concatenate(([0], np.cumsum(dur)))
-    lo = np.searchsorted(sorted_ext, ext_ids, side="left")
-    hi = np.searchsorted(sorted_ext, ext_ids, side="right")
-    return np.where(ext_ids >= 0, cum[hi] - cum[lo], 0)
+    per_call = np.bincount(view.launch_row[k], weights=g["dur_ns"][k], minlength=len(rt))
+    out = np.zeros(len(ops))
+    pid, tid = cpu["pid"][ops], cpu["tid"][ops]
+    for p, t in set(zip(pid.tolist(), tid.tolist())):
+        calls = np.flatnonzero((rt["pid"] == p) & (rt["tid"] == t))  # runtime rows are sorted by start
+        cum = np.concatenate(([0.0], np.cumsum(per_call[calls])))
+        mine = np.flatnonzero((pid == p) & (tid == t))
+        starts = rt["start_ns"][calls]
+        lo = np.searchsorted(starts, cpu["start_ns"][ops[mine]], side="left")
+        hi = np.searchsorted(starts, cpu["end_ns"][ops[mine]], side="left")
+        out[mine] = cum[hi] - cum[lo]
+    return out
 
 
 def innermost(view: TraceView, ops: np.ndarray) -> np.ndarray:
@@ -75,7 +82,7 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     if not len(ops):
         return out
     flops, nbytes = cpu["flops"][ops], cpu["bytes"][ops]
-    gpu_ns = _op_gpu_ns(view, cpu["external_id"][ops]) if view.has_gpu else np.zeros(len(ops), np.int64)
+    gpu_ns = _op_gpu_ns(view, ops) if view.has_gpu else np.zeros(len(ops))
     time_ns = np.where(gpu_ns > 0, gpu_ns, cpu["dur_ns"][ops])
     has_bytes = np.isfinite(nbytes) & (nbytes > 0)
     out["flops"] = float(flops.sum())

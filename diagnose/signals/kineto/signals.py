@@ -20,6 +20,11 @@ def _sum(reports: list[TraceReport], get: Callable[[TraceReport], float | None])
     return float(sum(v for v in map(get, reports) if v is not None))
 
 
+def _h2d_pageable_ns(r: TraceReport) -> float:
+    return float(sum(m["time_ns"] for m in r.tables["memcpy"]
+                     if m["direction"] == "HtoD" and m["host_memory"] == "pageable"))
+
+
 def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
     gpu = [r for r in reports if r.temporal is not None]
     names = {"gpu.idle_pct": "idle_ns", "gpu.compute_pct": "compute_ns", "gpu.non_compute_pct": "non_compute_ns"}
@@ -28,7 +33,7 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
         why = NO_GPU if reports else reason
         out = {n: missing(n, "%", src, why) for n in names}
         for n in ("gpu.idle_gap_share", "gpu.idle_host_wait_pct", "kernels.short_kernel_pct",
-                  "kernels.launch_delay_p99_us"):
+                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct"):
             out[n] = missing(n, "%" if n.endswith("pct") or n.endswith("share") else "us", SRC, why)
         return out
     span = _sum(gpu, lambda r: r.temporal.span_ns)
@@ -38,6 +43,13 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
     thr_us = gpu[0].gaps.min_gap_ns / 1e3
     out["gpu.idle_gap_share"] = Signal("gpu.idle_gap_share", 100.0 * gaps_ns / span, "%",
                                        f"{SRC}, share of the window in GPU idle gaps >= {thr_us:g} us")
+    out["gpu.short_gap_idle_pct"] = Signal(
+        "gpu.short_gap_idle_pct", max(0.0, out["gpu.idle_pct"].value - out["gpu.idle_gap_share"].value), "%",
+        f"{SRC}, idle share of the window in gaps shorter than {thr_us:g} us (launch-overhead scale)")
+    host = _sum(gpu, lambda r: r.tables["coverage"]["host_span_ns"])
+    n = "gpu.kernel_window_pct"
+    out[n] = (Signal(n, min(100.0, 100.0 * span / host), "%", SRC + ", first-to-last-kernel window as a share of "
+                     "the profiled host time") if host > 0 else missing(n, "%", SRC, "the trace has no host events"))
     idle = _sum(gpu, lambda r: sum(s.idle_ns for s in r.streams))
     host = _sum(gpu, lambda r: sum(s.host_wait_ns for s in r.streams))
     n = "gpu.idle_host_wait_pct"
@@ -92,13 +104,19 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
     if not reports:
         for n, u in (("torch.step_time_p50_ms", "ms"), ("torch.dataloader_share_pct", "%"),
                      ("torch.op_idle_gap_share", "%"), ("kernels.intensity_to_ridge_ratio", "x"),
-                     ("torch.sync_blocked_pct", "%"), ("torch.d2h_pageable_copies", "copies")):
+                     ("torch.sync_blocked_pct", "%"), ("torch.d2h_pageable_copies", "copies"),
+                     ("torch.h2d_pageable_pct", "%")):
             out[n] = missing(n, u, SRC, reason)
         return out
     blocked = [r.tables["syncs"]["host_blocked_pct"] for r in reports if r.tables["syncs"]["host_blocked_pct"] is not None]
     n = "torch.sync_blocked_pct"
     out[n] = (Signal(n, max(blocked), "%", SRC + ", host time in cuda*/hip*Synchronize and blocking copies")
               if blocked else missing(n, "%", SRC, "the trace has no host events"))
+    n = "torch.h2d_pageable_pct"
+    gpu = [r for r in reports if r.temporal is not None and r.temporal.span_ns > 0]
+    out[n] = (Signal(n, 100.0 * _sum(gpu, _h2d_pageable_ns) / _sum(gpu, lambda r: r.temporal.span_ns), "%",
+                     SRC + ", Memcpy HtoD from pageable host memory, share of the kernel window")
+              if gpu else missing(n, "%", SRC, reason if not reports else NO_GPU))
     d2h = _sum(reports, lambda r: r.tables["syncs"]["d2h_pageable"]["count"])
     out["torch.d2h_pageable_copies"] = Signal("torch.d2h_pageable_copies", d2h, "copies",
                                               SRC + ", Memcpy DtoH into pageable host memory")

@@ -1,0 +1,95 @@
+"""Timeline findings say only what their evidence supports: launch overhead needs short gaps, a
+compute verdict needs kernels that span the profiled time, a sync on a busy GPU is context, and a
+finding another layer overrules keeps its text but loses its quadrant and remedies."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.bundle import Bundle
+from diagnose.analysis import analyze
+from helpers import run_diagnose
+from kineto_helpers import shared, write
+
+BASE_NS = 1_700_000_000_000_000_000
+
+
+def _launch_bound_trace(gap_us: float, n: int = 400) -> list[dict]:
+    """``n`` 4 us kernels, each launched by a 3 us cudaLaunchKernel right after the previous ended."""
+    events, t = [], 0.0
+    for i in range(n):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": t, "dur": 3.0, "args": {"correlation": i + 1, "External id": i + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel",
+                       "pid": 0, "tid": 7, "ts": t + 3.5, "dur": 4.0,
+                       "args": {"stream": 7, "device": 0, "correlation": i + 1}})
+        t += 7.5 + gap_us
+    return events
+
+
+def _analyze(tmp_path, events) -> dict:
+    trace = write(tmp_path / "t.json.gz", {"baseTimeNanoseconds": BASE_NS, "schemaVersion": 1}, events)
+    res = run_diagnose("analyze", str(trace), "--out", str(tmp_path), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_tiny_kernels_with_short_gaps_are_launch_bound(tmp_path):
+    doc = _analyze(tmp_path, _launch_bound_trace(gap_us=12.0))
+    s = doc["signals"]
+    assert s["kernels.short_kernel_pct"]["value"] == 100.0
+    assert s["gpu.short_gap_idle_pct"]["value"] > 50 and s["gpu.idle_gap_share"]["value"] == 0.0
+    assert "secondary.launch_bound" in {f["rule_id"] for f in doc["findings"]}
+
+
+def test_tiny_kernels_between_long_host_gaps_are_not_called_launch_bound(tmp_path):
+    doc = _analyze(tmp_path, _launch_bound_trace(gap_us=400.0))
+    s = doc["signals"]
+    assert s["kernels.short_kernel_pct"]["value"] == 100.0 and s["gpu.idle_gap_share"]["value"] > 90
+    assert s["gpu.short_gap_idle_pct"]["value"] < 5
+    fired = {f["rule_id"] for f in doc["findings"]}
+    assert "secondary.launch_bound" not in fired and "service.gpu_starved_by_host" in fired
+
+
+def test_one_short_kernel_burst_in_a_long_trace_gives_no_compute_verdict(tmp_path):
+    """backward_thread.json: one 45 us GEMM inside a 413 ms ProfilerStep."""
+    res = run_diagnose("analyze", str(shared("backward_thread.json")), "--out", str(tmp_path), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["signals"]["gpu.kernel_window_pct"]["value"] < 1
+    assert doc["verdict"]["quadrant"] != "compute"
+    assert "compute.gpu_compute_kernels" not in {f["rule_id"] for f in doc["findings"]}
+
+
+@pytest.fixture
+def bandwidth_bundle(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "gpu" / "bandwidth-copy-gather"
+    if not src.is_dir():
+        pytest.skip("no recorded GPU bundle (fixtures/gpu)")
+    return Bundle.open(shutil.copytree(src, tmp_path / "b"))
+
+
+def test_overruled_findings_keep_their_evidence_but_no_quadrant_or_remedies(bandwidth_bundle):
+    a = analyze(bandwidth_bundle)
+    assert a.verdict.quadrant.value == "bandwidth"
+    gil = next(f for f in a.findings if f.rule_id == "service.gil_bound")
+    assert gil.quadrant is None and gil.severity.value == "info" and gil.suggestions == ()
+    assert "Not the limit here: gpu.sm_active_pct was" in gil.summary and "the GPU is the busy side" in gil.summary
+    assert gil.evidence[-1].signal == "gpu.sm_active_pct" and gil.evidence[-1].op == ">="
+    sync = next(f for f in a.findings if f.rule_id == "secondary.host_syncs")
+    assert "the GPU was busy" in sync.summary and sync.suggestions == ()
+
+
+def test_report_lists_the_longest_gaps_longest_first(tmp_path):
+    res = run_diagnose("analyze", str(shared("nccl_data.json.gz")), "--out", str(tmp_path), "--format", "md")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("GPU idle gaps >= "))
+    rows = [line for line in lines[head + 4:head + 14] if line.startswith("| ")]
+    lengths = [float(r.split("|")[2].strip().split()[0]) for r in rows]
+    assert len(lengths) >= 5 and lengths == sorted(lengths, reverse=True)
+    assert lengths[0] > 15  # the 15.5 ms and longer gaps come first

@@ -341,20 +341,41 @@ def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
     return bundle
 
 
+THRESHOLDS_MAX_BYTES = 1 << 20
+
+
+def _small_regular_file(path: Path, limit: int) -> str:
+    """The text of a regular file of at most ``limit`` bytes; ValueError otherwise (a FIFO would
+    block, /dev/zero never ends)."""
+    import os
+    import stat
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file")
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit >> 20} MiB")
+    return data.decode("utf-8")
+
+
 def _load_thresholds(path: Path | None) -> dict[str, float] | None:
     """The overrides in ``path``, checked against the rules and analysis parameters; a bad file
     is one error line and exit 2."""
     if path is None:
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(_small_regular_file(path, THRESHOLDS_MAX_BYTES))
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
         wrong = next((k for k, v in data.items() if type(v) not in (int, float)), None)
         if wrong is not None:
             raise ValueError(f"the value of {wrong!r} is {data[wrong]!r}, not a number")
         overrides = {str(k): float(v) for k, v in data.items()}
-    except (OSError, ValueError, TypeError) as exc:
+    except RecursionError:
+        raise fail(f"cannot read thresholds {path}: nested too deeply; expected a flat JSON object") from None
+    except (OSError, ValueError, TypeError, OverflowError) as exc:
         raise fail(f"cannot read thresholds {path}: {exc}; expected "
                    f"{{\"<rule_id>:<signal>\" or \"timeline:<parameter>_us\": number}}")
     from diagnose.overrides import split_overrides

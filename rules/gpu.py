@@ -35,13 +35,14 @@ def _waiting(kernel: float = 50.0) -> tuple[Condition, ...]:
 
 # The GPU itself did work most of the time: host CPU time then feeds or waits on it and is not what
 # holds the system back. SM activity >= 60% or DRAM activity >= 50% (DCGM profiling metrics; < 50%
-# SM activity is "ineffective use"), or GPU idle <= 10% of the kernel window (torch profiler).
+# SM activity is "ineffective use"), or kernels running >= 90% of a kernel window that covers a
+# fair part of the trace (torch profiler; one lone kernel is "0% idle" but says nothing).
 # Seen on an H200 (fixtures/gpu/bandwidth-copy-gather): a copy/gather loop kept one core at 100%,
 # spinning on a full launch queue, while DRAM was 62% active. NVML's GPU-Util is not evidence.
 GPU_BUSY: tuple[Condition, ...] = (
     Condition("gpu.sm_active_pct", ">=", 60.0, 0.0),
     Condition("gpu.dram_active_pct", ">=", 50.0, 0.0),
-    Condition("gpu.idle_pct", "<=", 10.0, 0.0),
+    Condition("gpu.timeline_busy_pct", ">=", 90.0, 0.0),
 )
 GPU_BUSY_REASON = "the GPU is the busy side, and this CPU time feeds it or waits for it"
 

@@ -20,6 +20,7 @@ The table is data. Override or extend it per bundle with ``gpu_specs.json`` (a l
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -115,13 +116,27 @@ def parse_overrides(rows: Any) -> tuple[GpuSpec, ...]:
     out = []
     for i, row in enumerate(rows):
         try:
-            out.append(_spec(str(row["model"]), str(row["match"]), float(row["dense_bf16_tflops"]),
-                             float(row["mem_tb_per_s"]), str(row.get("source") or f"{OVERRIDE_FILE} row {i}")))
+            match = row["match"]
+            if not isinstance(match, str) or not match:
+                raise ValueError("match must be a non-empty regular expression")
+            out.append(_spec(str(row["model"]), match, _positive(row, "dense_bf16_tflops"),
+                             _positive(row, "mem_tb_per_s"), str(row.get("source") or f"{OVERRIDE_FILE} row {i}")))
             re.compile(out[-1].match)
         except (KeyError, TypeError, ValueError, re.error) as exc:
             raise SpecError(f"{OVERRIDE_FILE} row {i}: {exc!r}; expected model, match, "
                             "dense_bf16_tflops, mem_tb_per_s, source") from None
     return tuple(out)
+
+
+def _positive(row: dict, key: str) -> float:
+    """A finite, positive figure (a zero bandwidth would divide the ridge by zero)."""
+    v = row[key]
+    if type(v) not in (int, float) or not math.isfinite(v) or not 0 < v < 1e6:
+        raise ValueError(f"{key} must be a positive number, got {v!r}")
+    return float(v)
+
+
+MATCH_CHARS = 256  # device names longer than this are cut before matching (no regex runs away)
 
 
 def find_spec(device_name: str | None, specs: Iterable[GpuSpec] = GPU_SPECS,
@@ -130,6 +145,7 @@ def find_spec(device_name: str | None, specs: Iterable[GpuSpec] = GPU_SPECS,
     facts, if any, ``facts`` shows; else None."""
     if not device_name:
         return None
+    device_name = device_name[:MATCH_CHARS]
     return next((s for s in specs if re.search(s.match, device_name, re.IGNORECASE)
                  and (s.requires is None or s.requires.admits(facts))), None)
 

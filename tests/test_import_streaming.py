@@ -165,8 +165,9 @@ def _chunked(data: bytes, size: int = 1 << 20):
     (b'[{"cat": "py-spy", "ph": "B"}]', False),  # a bare event array is py-spy's chrometrace
     (b'{"meta": {"traceEvents": []}}', False),  # not at the root
     (b'{"traceEvents": {"a": 1}}', False),
-    (b'{"a": NaN, "traceEvents": []}', None),  # not strict JSON: a small file is parsed tolerantly
-    (b'{"schemaVersion": 1, "devicePro', None),  # ends before the answer
+    (b'{"a": NaN, "traceEvents": []}', True),  # bare NaN in the metadata: the scanner reads past it
+    (b'{"schemaVersion": 1, "devicePro', False),  # ends before the answer
+    (b'{"a": 1} {"traceEvents": []}', False),  # only the first document counts
 ])
 def test_sniffing_reads_tokens_only_up_to_the_events(text, answer):
     assert events_array_ahead(_chunked(text)) is answer

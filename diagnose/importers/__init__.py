@@ -7,6 +7,7 @@ half-built bundle is removed.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -46,7 +47,7 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
         if p.is_dir():
             raise ImportFailed(f"{p} is a directory: pass either one bundle directory or artifact files")
         if not p.exists():
-            raise ImportFailed(f"{p} does not exist")
+            raise ImportFailed(_missing(Path(p)))
         if not p.is_file():
             raise ImportFailed(f"{p} is not a regular file (a FIFO or a device?): pass a trace or span file")
     writer = _create(out_dir)
@@ -69,6 +70,20 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
         shutil.rmtree(writer.path, ignore_errors=True)
         raise
     return writer.path
+
+
+def _missing(p: Path) -> str:
+    """Why an input that does not resolve to a file is missing, in one line."""
+    if p.is_symlink():
+        try:
+            p.resolve(strict=True)
+        except RuntimeError:  # Python < 3.13
+            return f"{p} is a symlink loop; pass the file it should point to"
+        except OSError as exc:
+            if exc.errno == 40:  # ELOOP
+                return f"{p} is a symlink loop; pass the file it should point to"
+            return f"{p} is a symlink to {os.readlink(p)}, which does not exist; pass the file itself"
+    return f"{p} does not exist"
 
 
 def _create(out_dir: Path) -> BundleWriter:

@@ -12,10 +12,13 @@ from typing import Any, BinaryIO, Iterator, Protocol
 
 from diagnose.bundle import BundleWriter
 from diagnose.signals.kineto.reader import inflate_chunks
+from diagnose.signals.kineto.scan import DocumentSizes
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 20  # what sniffing sees without reading a file whole (decompressed bytes)
 MAX_INFLATED_BYTES = 2 << 30  # a file read whole (not a torch trace) past this is refused
+MAX_DOC_BYTES = 64 << 20  # one JSON document parsed whole (spans, py-spy) past this is refused:
+# its object graph is 10-40x its text (a list of tiny objects: ~35x), so this keeps a parse < ~2.5 GB
 _UNPARSED = object()
 
 
@@ -97,12 +100,35 @@ class Artifact:
 
     @property
     def doc(self) -> Any:
-        """The file as one JSON document, or None (see ``parse_error``)."""
+        """The file as one JSON document, or None (see ``parse_error``). A file longer than the
+        head is measured first (a linear scan, no values built): several documents back to back
+        are left to the importer that reads them one by one, and a single document longer than
+        MAX_DOC_BYTES raises ImportFailed rather than being built as objects."""
         if self._doc is _UNPARSED:
             self._doc = None
             if self.head.lstrip()[:1] in (b"{", b"["):
-                self._doc = _loads(self.data, self)
+                documents = 1 if self.complete else self._measure()
+                if documents == 1:
+                    self._doc = _loads(self.data, self)
+                else:
+                    self.parse_error = f"{documents} JSON documents back to back"
         return self._doc
+
+    def _measure(self) -> int:
+        """How many top-level JSON values the content holds. Raises ImportFailed when one is
+        longer than MAX_DOC_BYTES (checked as it streams past, so a bomb is not read whole)."""
+        sizes = DocumentSizes()
+        with closing(self.stream()) as chunks:
+            for chunk in chunks:
+                sizes.feed(chunk)
+                longest = max(sizes.longest, sizes.open_bytes())
+                if longest > MAX_DOC_BYTES:
+                    raise ImportFailed(
+                        f"{self.path}: not a torch profiler trace, and one JSON document in it is longer than "
+                        f"{MAX_DOC_BYTES >> 20} MiB (decompressed), the most read whole for span dumps and "
+                        "py-spy output; split the file (OTLP: export in smaller batches, one "
+                        "request per line; py-spy: record shorter windows)")
+        return sizes.documents
 
     def text(self) -> str:
         return self.data.decode("utf-8", errors="replace")
@@ -131,6 +157,9 @@ def _loads(data: bytes, artifact: Artifact) -> Any:
         return json.loads(data)
     except ValueError as exc:
         artifact.parse_error = str(exc)
+        return None
+    except RecursionError:
+        artifact.parse_error = "nested deeper than a JSON parser reads"
         return None
 
 

@@ -15,57 +15,45 @@ A JSON document cut short is imported up to its last complete event, with a note
 from __future__ import annotations
 
 from contextlib import closing
-from typing import Any, Iterable
+from typing import Iterable
 
 from diagnose.importers.base import Artifact, ImportContext, ImportFailed
 from diagnose.importers.trace_stream import copy_and_skim
-from diagnose.signals.kineto.reader import MIN_UNIX_US
+from diagnose.signals.kineto.reader import MIN_UNIX_US, base_time_ns, plausible_ns
+from diagnose.signals.kineto.scan import ScanState, scan
 
 EVENTS_KEY = "traceEvents"
 MAX_SNIFF_BYTES = 16 << 20  # the events array must start within this (the reader keeps no more metadata)
-SNIFF_STEP = 64 << 10  # bytes tokenised at a time: the walk stops soon after the array starts
+SNIFF_STEP = 64 << 10  # bytes scanned at a time: the walk stops soon after the array starts
 
 
-def is_torch_trace(doc: Any) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get(EVENTS_KEY), list)
+def events_array_ahead(chunks: Iterable[bytes]) -> bool:
+    """Whether a JSON object's root-level ``traceEvents`` value is an array, judged by the trace
+    reader's structural scanner (scan.py: brackets and quotes only, no tokens or values built, so
+    cost and memory stay linear however deep the text nests; bare NaN/Infinity in the metadata do
+    not matter) within the first MAX_SNIFF_BYTES.
 
-
-def events_array_ahead(chunks: Iterable[bytes]) -> bool | None:
-    """Whether a JSON object's root-level ``traceEvents`` value is an array, judged from the tokens
-    before it (ijson: values are tokenised, never built) within the first MAX_SNIFF_BYTES.
-
-    False for any other document (an array, a scalar, an object without the key). None when the
-    text stops being strict JSON (or stops) before the answer, e.g. a bare NaN in the metadata.
+    False for any other document (an array, a scalar, an object without the key, a text that
+    ends or closes before the key).
     """
-    import ijson
-
-    tokens = ijson.sendable_list()
-    coro = ijson.parse_coro(tokens, use_float=True)
+    st = ScanState()
     seen = 0
-    try:
-        for chunk in chunks:
-            for i in range(0, len(chunk), SNIFF_STEP):
-                coro.send(chunk[i:i + SNIFF_STEP])
-                answer = _answer(tokens)
-                if answer is not None:
-                    return answer
-                del tokens[:]
-                seen += min(SNIFF_STEP, len(chunk) - i)
-                if seen >= MAX_SNIFF_BYTES:
-                    return False
-        coro.close()
-    except ijson.JSONError:
-        return _answer(tokens)
+    held = b""
+    for chunk in chunks:
+        for i in range(0, len(chunk), SNIFF_STEP):
+            piece = held + chunk[i:i + SNIFF_STEP]
+            keep = len(piece) - len(piece.rstrip(b"\\"))  # never cut inside a backslash run
+            piece, held = piece[:len(piece) - keep], piece[len(piece) - keep:]
+            scan(piece, st)
+            del st.skeleton[:]  # the metadata is not needed here
+            if st.events_seen:
+                return st.root == ord("{")
+            if st.done or (st.root is not None and st.root != ord("{")):
+                return False
+            seen += len(piece)
+            if seen >= MAX_SNIFF_BYTES:
+                return False
     return False
-
-
-def _answer(tokens: list[tuple[str, str, Any]]) -> bool | None:
-    for prefix, event, _ in tokens:
-        if prefix == EVENTS_KEY and event == "start_array":  # nested keys have dotted prefixes
-            return True
-        if prefix == "" and event not in ("start_map", "map_key"):
-            return False
-    return None
 
 
 class TorchTraceImporter:
@@ -76,10 +64,7 @@ class TorchTraceImporter:
         if artifact.head.lstrip()[:1] != b"{":
             return False
         with closing(artifact.stream()) as chunks:
-            found = events_array_ahead(chunks)
-        if found is None and artifact.complete:  # not strict JSON: a small file is parsed tolerantly
-            return is_torch_trace(artifact.doc)
-        return bool(found)
+            return events_array_ahead(chunks)
 
     def load(self, artifact: Artifact, ctx: ImportContext) -> None:
         n = ctx.next_index("torch")
@@ -92,13 +77,20 @@ class TorchTraceImporter:
             raise ImportFailed(f"{artifact.path}: {stream.error} at byte {stream.truncated_at_byte}, before "
                                "any complete event; copy or export the trace again completely")
         meta = stream.metadata
-        base = meta.get("baseTimeNanoseconds")
-        base = int(base) if isinstance(base, (int, float)) and base > 0 else None
+        raw_base = meta.get("baseTimeNanoseconds")
+        base = base_time_ns(raw_base)
         bounds = skim.span_us()
         start_ns = end_ns = None
+        unplaced = "has no baseTimeNanoseconds"
+        if raw_base is not None and base is None:
+            unplaced = f"has a baseTimeNanoseconds ({str(raw_base)[:40]}) that is not a Unix time in ns (ignored)"
         unix_ts = base is None and bounds is not None and bounds[0] >= MIN_UNIX_US  # ts already Unix µs
         if bounds is not None and (base is not None or unix_ts):
             start_ns, end_ns = (base or 0) + int(bounds[0] * 1000), (base or 0) + int(bounds[1] * 1000)
+            if not (plausible_ns(start_ns) and plausible_ns(end_ns)):
+                unplaced = (f"has event times that fall outside 2000-2100 on the Unix clock (ts {bounds[0]:.6g} to "
+                            f"{bounds[1]:.6g} us)")
+                start_ns = end_ns = None
         ctx.writer.stream("torch.jsonl").write({
             "file": rel, "start_ns": start_ns, "end_ns": end_ns, "base_time_ns": base,
             "activities": ["cpu", "cuda"] if skim.gpu else ["cpu"],
@@ -108,8 +100,13 @@ class TorchTraceImporter:
         ctx.saw_time(start_ns, end_ns)
         ctx.produced("agent", artifact.path, torch_traces=1, torch_events=skim.events)
         if start_ns is None:
-            ctx.note("agent", f"{artifact.path.name} has no baseTimeNanoseconds: not placed on the Unix "
-                              "clock")
+            ctx.note("agent", f"{artifact.path.name} {unplaced}: not placed on the Unix clock")
+        if skim.out_of_range:
+            ctx.note("agent", f"{artifact.path.name}: {skim.out_of_range} event(s) with an impossible "
+                              "timestamp (|ts| beyond 4.1e15 us, past year 2100) ignored")
+        if stream.ignored_after:
+            ctx.note("agent", f"{artifact.path.name}: {stream.ignored_after} bytes after the first JSON "
+                              "document ignored (only one document is read)")
         if stream.truncated_at_byte is not None:
             ctx.note("agent", f"{artifact.path.name}: {stream.error} at byte {stream.truncated_at_byte}; "
                               f"the {skim.events} events before it were imported")

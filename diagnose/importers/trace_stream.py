@@ -21,12 +21,13 @@ import numpy as np
 
 from diagnose.importers.base import Artifact, ImportFailed
 from diagnose.signals.kineto.columns import as_float
-from diagnose.signals.kineto.reader import EventStream, TraceReadError, stream_events
+from diagnose.signals.kineto.reader import MAX_PLAUSIBLE_NS, EventStream, TraceReadError, stream_events
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
                             "gpu_user_annotation"})
 COMPRESS_LEVEL = 5  # an uncompressed trace is stored gzipped: ~12x smaller, ~150 MB/s of JSON
 COPY_BYTES = 1 << 20
+MAX_TS_US = MAX_PLAUSIBLE_NS / 1000  # |ts| beyond this (µs) is no time on any clock the trace may use
 
 
 @dataclass
@@ -38,6 +39,7 @@ class TraceSkim:
     first_us: float = math.inf
     last_us: float = -math.inf  # max of ts + dur
     gpu: bool = False
+    out_of_range: int = 0  # timed events whose ts or end lies beyond MAX_TS_US (not used for the span)
 
     def add_batch(self, events: list[Any]) -> None:
         self.events += len(events)
@@ -47,6 +49,9 @@ class TraceSkim:
             dur = _floats([ev.get("dur") for ev in timed])
             end = ts + np.where(np.isfinite(dur), dur, 0.0)
             ok = np.isfinite(ts) & np.isfinite(end)
+            sane = ok & (np.abs(ts) <= MAX_TS_US) & (np.abs(end) <= MAX_TS_US)
+            self.out_of_range += int(ok.sum() - sane.sum())
+            ok = sane
             if ok.any():
                 self.first_us = min(self.first_us, float(ts[ok].min()))
                 self.last_us = max(self.last_us, float(end[ok].max()))

@@ -72,7 +72,7 @@ def _trace_lines(t: dict[str, Any]) -> list[str]:
     cats = t["kernel_categories"]["categories"][:6]
     if cats:
         out += ["Kernel time by category: " + ", ".join(
-            f"{c['category']} {c['share_pct']:.0f}%" for c in cats) + ".", ""]
+            f"{c['category']} {_num(c['share_pct'], '.0f', '%')}" for c in cats) + ".", ""]
     la = t["launches"]
     out += [f"Launches: {la['kernels']} kernels, {_num(la['short_kernel_pct'], '.0f', '%')} shorter than "
             f"{la['short_kernel_threshold_us']:g} µs; launch delay (host call to kernel start: the depth of "

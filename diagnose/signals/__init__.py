@@ -6,6 +6,7 @@ the analysis parameters (diagnose/signals/params.py) and reads those that concer
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,14 @@ class Extracted:
     top_stacks: tuple[StackShare, ...] = ()
 
 
+def _finite(sig: Signal) -> Signal:
+    """A NaN or infinite value (absurd inputs: a zero bandwidth, 1e308 FLOPs) is unknown, never a
+    number a rule compares or JSON cannot hold."""
+    if sig.value is None or math.isfinite(sig.value):
+        return sig
+    return Signal(sig.name, None, sig.unit, sig.source, f"not a finite number ({sig.value}) from malformed input")
+
+
 def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
             params: AnalysisParams = DEFAULT_PARAMS) -> Extracted:
     out = Extracted()
@@ -44,7 +53,7 @@ def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
             out.data_quality.setdefault("source_errors", {})[source.__name__] = (
                 f"{type(exc).__name__}: {str(exc)[:160]}")
             continue
-        out.signals.update(r.signals)
+        out.signals.update({n: _finite(sig) for n, sig in r.signals.items()})
         out.data_quality.update(r.data_quality)
         out.details.update(r.details)
         out.threads += r.threads

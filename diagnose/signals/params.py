@@ -67,6 +67,9 @@ def is_param_key(key: str) -> bool:
     return key in _BY_KEY
 
 
+MAX_PARAM_NS = 86_400 * 10**9  # a gap or kernel threshold past a day is a typo
+
+
 def with_overrides(values: dict[str, float], base: AnalysisParams = DEFAULT_PARAMS) -> AnalysisParams:
     """``base`` with the given ``{key: value}`` applied. Raises ParamError naming the first bad key."""
     out = base
@@ -77,6 +80,8 @@ def with_overrides(values: dict[str, float], base: AnalysisParams = DEFAULT_PARA
         value = values[key]
         if not math.isfinite(value) or value <= 0:
             raise ParamError(f"analysis parameter {key!r} must be a positive finite number, got {value!r}")
+        if not math.isfinite(value * p.ns_per_unit) or value * p.ns_per_unit > MAX_PARAM_NS:
+            raise ParamError(f"analysis parameter {key!r} = {value!r} is longer than a day")
         ns = round(value * p.ns_per_unit)
         if ns < 1:
             raise ParamError(f"analysis parameter {key!r} = {value!r} is below 1 ns")

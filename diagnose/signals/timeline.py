@@ -126,10 +126,13 @@ def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet)
     span = sum(r.gaps.window_ns for r in use)
     share = 100.0 * sum(r.gaps.total_ns for r in use) / span if span else 0.0
     thr = use[0].gaps.min_gap_ns
-    if gpu:
-        idle = 100.0 * sum(r.temporal.idle_ns for r in gpu) / sum(r.temporal.span_ns for r in gpu)
+    window_ns = sum(r.temporal.span_ns for r in gpu)
+    if gpu and window_ns > 0:
+        idle = 100.0 * sum(r.temporal.idle_ns for r in gpu) / window_ns
         lead = (f"GPU idle {idle:.0f}% of the kernel window ({share:.0f}% in {len(windows)} gaps "
                 f">= {thr / 1e3:g} us)")
+    elif gpu:
+        lead = "The GPU events span 0 ns"
     else:
         lead = (f"No GPU activity recorded; no torch op ran for {share:.0f}% of the profiled window "
                 f"({len(windows)} gaps >= {thr / 1e6:g} ms)")

@@ -65,7 +65,8 @@ def gaps_view(a: Analysis) -> GapsVM:
         return GapsVM("", TableVM("GPU idle gaps", (), (), f"not captured: {reason}. {HOW}"),
                       TableVM("while the GPU idled", (), (), ""))
     summary = [f"{t.get('rank', '?')}: {g['count']} gaps >= {g['min_gap_us']:g} us, "
-               f"{g['share_pct']:.1f}% of the {'GPU' if g.get('of') == 'gpu' else 'torch-op'} window"
+               f"{'?' if g['share_pct'] is None else format(g['share_pct'], '.1f')}% of the "
+               f"{'GPU' if g.get('of') == 'gpu' else 'torch-op'} window"
                for t in traces if isinstance(g := t.get("idle_gaps"), dict) and "count" in g]
     headline = (join or {}).get("headline") or "; ".join(summary)
     table = TableVM("GPU idle gaps (longest, in time order)", ("trace", "start (UTC)", "duration",

@@ -53,9 +53,15 @@ def as_float(value: Any) -> float:
     return math.nan
 
 
+NAME_MAX_CHARS = 4096  # the longest real kernel names (CUTLASS templates) are ~2,000 characters
+
+
 def clean_name(value: Any) -> str:
-    """Names as text, with control characters (invalid in JSON strings) replaced."""
+    """Names as text, at most NAME_MAX_CHARS (longer ones end in "…"), with control characters
+    (invalid in JSON strings) replaced."""
     text = value if isinstance(value, str) else ("" if value is None else str(value))
+    if len(text) > NAME_MAX_CHARS:
+        text = text[:NAME_MAX_CHARS - 1] + "…"
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)

@@ -27,11 +27,28 @@ def input_bytes(args: dict[str, Any]) -> float:
     return OpArgs.of(args).input_bytes()
 
 
+# Past these one op cannot be real: 1e18 FLOPs is ~17 minutes of an H200's dense BF16 peak, and
+# 2**50 bytes (1 PiB) is thousands of GPUs' memory. Shapes that imply more are malformed args.
+MAX_OP_FLOPS = 1e18
+MAX_OP_BYTES = float(2 ** 50)
+
+
 def op_flops_bytes(name: str, args: dict[str, Any]) -> tuple[float, float]:
-    """(FLOPs, bytes) of one cpu_op; NaN where the trace does not say."""
+    """(FLOPs, bytes) of one cpu_op; NaN where the trace does not say or its args are impossible
+    (non-finite, negative, or past MAX_OP_FLOPS / MAX_OP_BYTES)."""
+    try:
+        flops, nbytes = _flops_bytes(name, args)
+    except (OverflowError, ValueError, TypeError, ZeroDivisionError):
+        return _NAN, _NAN
+    flops = flops if math.isfinite(flops) and 0 <= flops <= MAX_OP_FLOPS else _NAN
+    nbytes = nbytes if math.isfinite(nbytes) and 0 <= nbytes <= MAX_OP_BYTES else _NAN
+    return flops, nbytes
+
+
+def _flops_bytes(name: str, args: dict[str, Any]) -> tuple[float, float]:
     given = args.get("flops")
     if given is not None:
-        f = float(given) if type(given) in (int, float) and math.isfinite(given) else _NAN
+        f = float(given) if type(given) in (int, float) else _NAN
         return f, input_bytes(args)
     formula = FLOP_FORMULAS.get(name)
     if formula is None:
@@ -41,7 +58,9 @@ def op_flops_bytes(name: str, args: dict[str, Any]) -> tuple[float, float]:
     if counted is None:
         return _NAN, _NAN
     flops, out_elems = counted
-    return flops, op.input_bytes() + float(out_elems * (op.elem_bytes(0) or 4))
+    if flops < 0 or out_elems < 0:  # negative groups/padding: not a shape torch could run
+        return _NAN, _NAN
+    return float(flops), op.input_bytes() + float(out_elems * (op.elem_bytes(0) or 4))
 
 
 __all__ = ["DTYPE_BYTES", "FLOP_OPS", "input_bytes", "op_flops_bytes"]

@@ -57,7 +57,7 @@ def top_kernels(view: TraceView, n: int = TOP_KERNELS) -> list[dict[str, Any]]:
     order = np.argsort(-sums)[:n]
     return [{"name": view.name(int(uniq[i])), "category": CATEGORIES[int(cats[first[i]])],
              "count": int(counts[i]), "time_ns": int(sums[i]), "mean_us": sums[i] / counts[i] / 1e3,
-             "share_pct": 100.0 * sums[i] / total} for i in order]
+             "share_pct": 100.0 * sums[i] / total if total else None} for i in order]
 
 
 def memcpy_breakdown(view: TraceView) -> list[dict[str, Any]]:

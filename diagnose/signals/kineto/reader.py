@@ -28,7 +28,7 @@ import orjson
 from diagnose.signals.kineto.columns import ColumnBuilder, as_int
 from diagnose.signals.kineto.devices import DeviceProps, device_props
 from diagnose.signals.kineto.schema import Table
-from diagnose.signals.kineto.scan import Batch, ScanState, scan
+from diagnose.signals.kineto.scan import Batch, ScanState, max_depth, scan
 
 CHUNK_BYTES = 1 << 20
 WHOLE_DOC_BYTES = 4 << 20  # a document this small is parsed in one call (fixed costs dominate)
@@ -37,6 +37,20 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _BARE_NONFINITE = re.compile(r"([:\[,]\s*)(-?(?:inf|nan|Inf|NaN|infinity))(?=\s*[,\]}])")
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 MIN_UNIX_US = 1e14  # ~1973: smaller timestamps without a base time are not on the Unix clock
+MIN_PLAUSIBLE_NS = 946_684_800 * 10**9  # 2000-01-01: a base time or a trace's placement before
+MAX_PLAUSIBLE_NS = 4_102_444_800 * 10**9  # 2100-01-01 (or after) is not a Unix time in ns
+MAX_TS_US = MAX_PLAUSIBLE_NS / 1000  # |ts| beyond this (µs) is no time on any clock a trace may use
+MAX_META_DEPTH = 64  # a cut-off metadata skeleton nested deeper is not read key by key
+
+
+def plausible_ns(value: Any) -> bool:
+    """Whether ``value`` is an int (not a bool) Unix time in ns between 2000 and 2100."""
+    return type(value) is int and MIN_PLAUSIBLE_NS <= value < MAX_PLAUSIBLE_NS
+
+
+def base_time_ns(value: Any) -> int | None:
+    """A document's ``baseTimeNanoseconds`` when it is a plausible Unix time in ns, else None."""
+    return value if plausible_ns(value) else None
 
 
 class TraceReadError(Exception):
@@ -73,6 +87,7 @@ class EventStream:
     truncated_at_byte: int | None
     error: str | None
     unparsable: int  # events not even the tolerant parser could read (dropped)
+    ignored_after: int = 0  # non-blank bytes after the document's root value (a second document)
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,7 @@ class ReadReport:
     truncated_at_byte: int | None
     error: str | None
     metadata_dropped_bytes: int = 0
+    ignored_after: int = 0  # non-blank bytes after the document's root value (a second document)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -142,15 +158,33 @@ def inflate_chunks(fh: BinaryIO, gz: bool) -> Iterator[bytes]:
         raise EOFError("gzip stream ended before its end marker (file truncated)")
 
 
-def _parse_batch(batch: Batch, counts: dict[str, int]) -> list[Any]:
-    if not len(batch.starts):
-        return []
+def _loose_elements(text: bytes) -> int:
+    """How many array elements ``text`` (array text between events, no object in it) holds."""
+    text = text.strip(b" \t\r\n,")
+    if not text:
+        return 0
     try:
-        return orjson.loads(batch.body())
+        items = orjson.loads(b"[" + text + b"]")
+    except orjson.JSONDecodeError:
+        items = parse_tolerant(b"[" + text + b"]")
+    return len(items) if isinstance(items, list) else 1
+
+
+def _parse_batch(batch: Batch, counts: dict[str, int]) -> list[Any]:
+    """The batch's events, plus a None for each array element that is not an object (so that
+    every path counts them as invalid events, as a whole-document parse does)."""
+    loose: list[Any] = [None] * sum(map(_loose_elements, batch.edges))
+    if not len(batch.starts):
+        return loose
+    try:
+        return orjson.loads(batch.body()) + loose
     except orjson.JSONDecodeError:
         pass
-    out = []
+    out = loose
     for i in range(len(batch.starts)):
+        if i:
+            gap = batch.buf[int(batch.ends[i - 1]) + 1:int(batch.starts[i])]
+            out += [None] * _loose_elements(gap)
         raw = batch.event(i)
         try:
             out.append(orjson.loads(raw))
@@ -174,7 +208,7 @@ def parse_tolerant(raw: bytes) -> Any:
     text = _BARE_NONFINITE.sub(r"\1null", text)
     try:
         return json.loads(text, strict=False)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the interpreter allows
         return None
 
 
@@ -269,6 +303,8 @@ def _metadata(skeleton: bytes) -> dict[str, Any]:
     doc = parse_tolerant(skeleton)
     if isinstance(doc, dict):
         return doc
+    if max_depth(skeleton) > MAX_META_DEPTH:  # ijson's cost grows with depth squared
+        return {}
     import ijson  # only for cut-off documents: yields the root keys that are complete
 
     out: dict[str, Any] = {}
@@ -284,8 +320,8 @@ def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | N
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     rank = as_int(dist.get("rank"), -1) if "rank" in dist else -1
     ws = as_int(dist.get("world_size"), -1)
-    base = doc.get("baseTimeNanoseconds")
-    base = base if type(base) is int and base >= 0 else base_override
+    base = base_time_ns(doc.get("baseTimeNanoseconds"))
+    base = base if base is not None else base_time_ns(base_override)
     props = device_props(doc.get("deviceProperties"))
     devices = tuple(d.name for d in props)
     unix = base is not None or (first_ts_us is not None and first_ts_us >= MIN_UNIX_US)
@@ -293,6 +329,21 @@ def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | N
     return TraceMeta(rank if rank >= 0 else None, ws if ws > 0 else None,
                      sv if type(sv) is int else None, base, devices,
                      dist.get("backend") if isinstance(dist.get("backend"), str) else None, unix, props)
+
+
+def _in_range(table: Table, counts: dict[str, int]) -> Table:
+    """The rows whose ts (and ts + dur) no clock could hold (|t| > MAX_TS_US, past year 2100 even
+    as Unix µs) dropped and counted: in ns they would overflow int64 and wreck every span."""
+    if not len(table):
+        return table
+    ts = table["ts"]
+    ok = np.abs(ts) <= MAX_TS_US
+    if "dur" in table.columns:
+        ok &= np.abs(ts + table["dur"]) <= MAX_TS_US
+    if ok.all():
+        return table
+    counts["out_of_range"] += int(len(ok) - ok.sum())
+    return table.take(ok)
 
 
 def _to_ns(table: Table, base_ns: int) -> Table:
@@ -347,8 +398,11 @@ def _replay(head: list[bytes], rest: Iterator[bytes] | None, failure: Exception 
 def _whole_document(head: list[bytes], builder: ColumnBuilder) -> dict[str, Any] | None:
     """A small, strictly valid trace parsed in one orjson call (no structural scan); None when
     it is not one (odd content, no events array): the streaming path then reads it."""
+    data = b"".join(head)
+    if data.count(b'"traceEvents"') != 1:  # a key twice: orjson keeps the last, streaming reads both
+        return None
     try:
-        doc = orjson.loads(b"".join(head))
+        doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
@@ -370,7 +424,7 @@ def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace
     except OSError as exc:
         raise TraceReadError(f"cannot open {path}: {exc.strerror or exc}") from None
     builder, st = ColumnBuilder(), ScanState()
-    counts = {"repaired": 0, "unparsable": 0}
+    counts = {"repaired": 0, "unparsable": 0, "out_of_range": 0}
     with fh:
         gz = fh.read(2) == _GZIP_MAGIC
         fh.seek(0)
@@ -388,12 +442,18 @@ def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace
         if not st.events_seen:
             error = error or "no traceEvents array: not a Chrome/Kineto trace"
     parts, flows = builder.partitions(), builder.flows()
+    parts = {k: _in_range(t, counts) for k, t in parts.items()}
+    kept_out = counts["out_of_range"]
+    flows = _in_range(flows, counts)
+    flows_out = counts["out_of_range"] - kept_out
     firsts = [float(t["ts"].min()) for t in parts.values() if len(t)]
     meta = _meta(doc, base_time_ns, min(firsts) if firsts else None)
     base = meta.base_time_ns or 0
     c = builder.counts
-    report = ReadReport(st.offset, c["events"], c["kept"], c["flows"], c["invalid"], c["skipped"],
-                        counts["repaired"], counts["unparsable"], truncated, error, st.skeleton_dropped)
+    report = ReadReport(st.offset, c["events"], c["kept"] - kept_out, c["flows"] - flows_out,
+                        c["invalid"] + counts["out_of_range"], c["skipped"],
+                        counts["repaired"], counts["unparsable"], truncated, error, st.skeleton_dropped,
+                        st.ignored_after)
     return KinetoTrace(str(path), meta, report, builder.name_table(), _to_ns(parts["gpu"], base),
                        _to_ns(parts["runtime"], base), _to_ns(parts["cpu"], base), _to_ns(flows, base),
                        builder.thread_names, builder.process_names)
@@ -413,7 +473,7 @@ def stream_events(chunks: Iterable[bytes], sink: BatchSink) -> EventStream:
     if st.root is None:
         raise TraceReadError("no JSON document" + (f" ({error})" if error else ""))
     return EventStream(_metadata(bytes(st.skeleton)), st.events_seen, st.offset, truncated, error,
-                       counts["unparsable"])
+                       counts["unparsable"], st.ignored_after)
 
 
 __all__ = ["BatchSink", "EventStream", "KinetoTrace", "ReadReport", "TraceMeta", "TraceReadError",

@@ -41,6 +41,8 @@ class ScanState:
     tail: bytes = b""  # last bytes before the buffer, to find root-level keys
     skeleton: bytearray = field(default_factory=bytearray)
     skeleton_dropped: int = 0
+    done: bool = False  # the root value has closed: anything after it is not read
+    ignored_after: int = 0  # non-blank bytes after the root value (e.g. a second document)
 
     @property
     def events_depth(self) -> int:
@@ -55,6 +57,7 @@ class Batch:
     buf: bytes
     starts: np.ndarray
     ends: np.ndarray
+    edges: tuple[bytes, ...] = ()  # array text before the first / after the last event of each region
 
     def body(self) -> bytes:
         """The events as a JSON array text (separators between events are commas/whitespace)."""
@@ -88,8 +91,13 @@ def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
     """Scan ``buf`` (which never ends inside a backslash run unless final) and advance ``st``.
 
     Returns the complete events and the bytes to prepend to the next buffer (an event that
-    started but did not end in ``buf``).
+    started but did not end in ``buf``). Once the root value closes, the rest of the stream (a
+    second document back to back) is skipped and its non-blank bytes counted in ``ignored_after``.
     """
+    if st.done:
+        st.ignored_after += len(buf.strip())
+        st.offset += len(buf)
+        return Batch(buf, np.zeros(0, np.int64), np.zeros(0, np.int64)), b""
     b = np.frombuffer(buf, np.uint8)
     quotes = _real_quotes(b)
     pos = np.flatnonzero(_STRUCTURAL[b])
@@ -102,6 +110,15 @@ def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
         st.root = int(b[pos[0]])
         st.in_events = st.root == ord("[")
         st.events_seen = st.in_events
+    closed = np.flatnonzero(after <= 0) if st.root is not None else ()
+    if len(closed):  # the root value ends in this buffer: scan up to its end, skip the rest
+        end = int(pos[closed[0]]) + 1
+        if end < len(buf):
+            batch, carry = scan(buf[:end], st)
+            st.done = True
+            scan(buf[end:], st)
+            return batch, carry
+        st.done = True
     regions = _event_regions(buf, pos, delta, before, after, st)
     _keep_skeleton(buf, regions, st)
     ed = st.events_depth
@@ -120,7 +137,24 @@ def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
         st.in_string = (len(quotes) + int(st.in_string)) % 2 == 1
     st.offset += len(buf) - len(carry)
     st.tail = buf[max(0, len(buf) - len(carry) - KEY_WINDOW):len(buf) - len(carry)]
-    return Batch(buf, starts, ends), carry
+    return Batch(buf, starts, ends, _edges(buf, regions, starts, ends, len(buf) - len(carry))), carry
+
+
+def _edges(buf: bytes, regions: list[tuple[int, int]], starts: np.ndarray, ends: np.ndarray,
+           limit: int) -> tuple[bytes, ...]:
+    """The array text of each region outside its first..last complete event (where elements
+    that are not objects would go unseen), up to ``limit`` (the start of a carried event)."""
+    out = []
+    for lo, hi in regions:
+        hi = min(hi, limit)
+        if hi <= lo:
+            continue
+        a, z = np.searchsorted(starts, lo), np.searchsorted(ends, hi)
+        if a < z:
+            out += [buf[lo:int(starts[a])], buf[int(ends[z - 1]) + 1:hi]]
+        else:
+            out.append(buf[lo:hi])
+    return tuple(e for e in out if e.strip(b" \t\r\n,"))
 
 
 def _event_regions(buf: bytes, pos: np.ndarray, delta: np.ndarray, before: np.ndarray,
@@ -173,4 +207,57 @@ def _keep_skeleton(buf: bytes, regions: list[tuple[int, int]], st: ScanState) ->
         st.skeleton_dropped += max(0, len(piece) - max(0, room))
 
 
-__all__ = ["Batch", "ScanState", "scan"]
+def _structure(buf: bytes, in_string: bool = False) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(positions, +1/-1 deltas) of the brackets of ``buf`` outside strings, and whether ``buf``
+    ends inside a string (``in_string``: whether it starts inside one)."""
+    b = np.frombuffer(buf, np.uint8)
+    quotes = _real_quotes(b)
+    pos = np.flatnonzero(_STRUCTURAL[b])
+    pos = pos[(np.searchsorted(quotes, pos) + int(in_string)) % 2 == 0]
+    return pos, _DELTA[b[pos]].astype(np.int64), (len(quotes) + int(in_string)) % 2 == 1
+
+
+def max_depth(buf: bytes) -> int:
+    """How deeply the JSON text ``buf`` nests (brackets inside strings do not count)."""
+    _, delta, _ = _structure(buf)
+    return int(np.cumsum(delta).max()) if len(delta) else 0
+
+
+class DocumentSizes:
+    """Fed a JSON text chunk by chunk (one document, JSON Lines, documents back to back), tracks
+    the longest top-level value in bytes and how many there are, in bounded memory."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.depth = 0
+        self.in_string = False
+        self.start: int | None = None  # offset where the open top-level value began
+        self.documents = 0
+        self.longest = 0
+        self.held = b""  # a trailing backslash run, so an escaped quote is never cut from its escape
+
+    def feed(self, data: bytes) -> None:
+        data = self.held + data
+        keep = len(data) - len(data.rstrip(b"\\"))
+        data, self.held = data[:len(data) - keep], data[len(data) - keep:]
+        pos, delta, self.in_string = _structure(data, self.in_string)
+        if len(delta):
+            after = self.depth + np.cumsum(delta)
+            before = after - delta
+            for i in np.flatnonzero((before <= 0) & (delta > 0) | (after <= 0) & (delta < 0)).tolist():
+                at = self.offset + int(pos[i])
+                if delta[i] > 0:
+                    self.start = at
+                    self.documents += 1
+                elif self.start is not None:
+                    self.longest = max(self.longest, at + 1 - self.start)
+                    self.start = None
+            self.depth = max(0, int(after[-1]))
+        self.offset += len(data)
+
+    def open_bytes(self) -> int:
+        """Bytes of the top-level value still open (0 when none is)."""
+        return self.offset + len(self.held) - self.start if self.start is not None else 0
+
+
+__all__ = ["Batch", "DocumentSizes", "ScanState", "max_depth", "scan"]

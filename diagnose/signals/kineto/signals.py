@@ -12,6 +12,7 @@ from diagnose.model import Signal, missing
 from diagnose.signals.kineto.analysis import TraceReport
 
 SRC = "torch profiler trace (Kineto)"
+MIN_COVER_PCT = 25.0  # a kernel window shorter than this share of the trace says little about the GPU
 NO_GPU = ("no GPU activity recorded: the torch trace holds no kernels, memcpy or memset "
           "(CPU-only profile, or CUDA activity not enabled)")
 
@@ -26,14 +27,16 @@ def _h2d_pageable_ns(r: TraceReport) -> float:
 
 
 def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
-    gpu = [r for r in reports if r.temporal is not None]
+    gpu = [r for r in reports if r.temporal is not None and r.temporal.span_ns > 0]
     names = {"gpu.idle_pct": "idle_ns", "gpu.compute_pct": "compute_ns", "gpu.non_compute_pct": "non_compute_ns"}
     src = SRC + ", HTA temporal breakdown over first-to-last GPU event"
     if not gpu:
-        why = NO_GPU if reports else reason
+        zero = any(r.temporal is not None for r in reports)  # GPU events, all of zero length
+        why = ("the GPU events span 0 ns: no window to measure" if zero else NO_GPU) if reports else reason
         out = {n: missing(n, "%", src, why) for n in names}
         for n in ("gpu.idle_gap_share", "gpu.idle_host_wait_pct", "kernels.short_kernel_pct",
-                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct"):
+                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct",
+                  "gpu.timeline_busy_pct"):
             out[n] = missing(n, "%" if n.endswith("pct") or n.endswith("share") else "us", SRC, why)
         return out
     span = _sum(gpu, lambda r: r.temporal.span_ns)
@@ -50,6 +53,13 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
     n = "gpu.kernel_window_pct"
     out[n] = (Signal(n, min(100.0, 100.0 * span / host), "%", SRC + ", first-to-last-kernel window as a share of "
                      "the profiled host time") if host > 0 else missing(n, "%", SRC, "the trace has no host events"))
+    n = "gpu.timeline_busy_pct"
+    cover = out["gpu.kernel_window_pct"].value
+    out[n] = (Signal(n, 100.0 - out["gpu.idle_pct"].value, "%", SRC + ", 100 - idle share of a kernel window "
+                     f"covering {cover:.0f}% of the profiled host time")
+              if cover is not None and cover >= MIN_COVER_PCT
+              else missing(n, "%", SRC, f"the kernels span only {cover or 0:.1f}% of the profiled host time"
+                                        f" (< {MIN_COVER_PCT:g}%): too little to call the GPU busy"))
     idle = _sum(gpu, lambda r: sum(s.idle_ns for s in r.streams))
     host = _sum(gpu, lambda r: sum(s.host_wait_ns for s in r.streams))
     n = "gpu.idle_host_wait_pct"

@@ -61,9 +61,14 @@ _NON_COMPUTE_RX = re.compile(TEMPORAL_NON_COMPUTE)
 _LAUNCH_RX, _SYNC_RX, _STEP_RX = (re.compile(p) for p in (LAUNCH_CALLS, SYNC_CALLS, PROFILER_STEP))
 
 
+# Names are matched on their first MATCH_CHARS characters: the words that classify a kernel or
+# call come first, and a pattern with ``.*`` stays cheap on a hostile 4,096-character name.
+MATCH_CHARS = 512
+
+
 def _matching_ids(names: tuple[str, ...], pattern: str | re.Pattern) -> np.ndarray:
     rx = _compiled(pattern) if isinstance(pattern, str) else pattern
-    return np.fromiter((i for i, n in enumerate(names) if rx.search(n)), np.int64)
+    return np.fromiter((i for i, n in enumerate(names) if rx.search(n, 0, MATCH_CHARS)), np.int64)
 
 
 def _classify_names(names: tuple[str, ...], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +76,7 @@ def _classify_names(names: tuple[str, ...], ids: np.ndarray) -> tuple[np.ndarray
     cats = np.full(len(names), len(CATEGORIES) - 1, np.int16)
     compute = np.ones(len(names), bool)
     for i in ids.tolist():
-        n = names[i]
+        n = names[i][:MATCH_CHARS]
         cats[i] = next((ci for ci, rx in enumerate(_CATALOG_RX) if rx.search(n)), cats[i])
         compute[i] = not _NON_COMPUTE_RX.search(n)
     return cats, compute

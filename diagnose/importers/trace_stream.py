@@ -21,13 +21,12 @@ import numpy as np
 
 from diagnose.importers.base import Artifact, ImportFailed
 from diagnose.signals.kineto.columns import as_float
-from diagnose.signals.kineto.reader import MAX_PLAUSIBLE_NS, EventStream, TraceReadError, stream_events
+from diagnose.signals.kineto.reader import MAX_TS_US, EventStream, TraceReadError, stream_events
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
                             "gpu_user_annotation"})
 COMPRESS_LEVEL = 5  # an uncompressed trace is stored gzipped: ~12x smaller, ~150 MB/s of JSON
 COPY_BYTES = 1 << 20
-MAX_TS_US = MAX_PLAUSIBLE_NS / 1000  # |ts| beyond this (µs) is no time on any clock the trace may use
 
 
 @dataclass

@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Callable
 
 from diagnose.model import Signal, missing
+from diagnose.rules.timeline import KERNEL_WINDOW_COVERS
 from diagnose.signals.kineto.analysis import TraceReport
 
 SRC = "torch profiler trace (Kineto)"
-MIN_COVER_PCT = 25.0  # a kernel window shorter than this share of the trace says little about the GPU
+# A kernel window shorter than this share of the trace says little about the GPU: the same bar the
+# timeline's compute/memory-kernel rules set (their default, not a user's override of it).
+MIN_COVER_PCT = KERNEL_WINDOW_COVERS.threshold
 NO_GPU = ("no GPU activity recorded: the torch trace holds no kernels, memcpy or memset "
           "(CPU-only profile, or CUDA activity not enabled)")
 

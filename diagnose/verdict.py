@@ -63,18 +63,18 @@ def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Fin
     )
     return Finding(
         rule.id, rule.title, rule.summary.format(*values), rule.quadrant, rule.layer, rule.severity,
-        BASE_CONFIDENCE + (1 - BASE_CONFIDENCE) * strength, evidence, rule.suggestions,
+        BASE_CONFIDENCE + (1 - BASE_CONFIDENCE) * strength, evidence, rule.remedies(signals),
         rule.blocks_verdict,
     )
 
 
-def _as_context(f: Finding, by: tuple[Condition, Signal], reason: str) -> Finding:
+def _as_context(f: Finding, by: tuple[tuple[Condition, Signal], ...], reason: str) -> Finding:
     """A finding another layer's evidence overrules: kept, without a quadrant or remedies, saying why."""
-    c, s = by
-    unit = "%" if s.unit == "%" else f" {s.unit}"
-    why = f" Not the limit here: {s.name} was {s.value:.0f}{unit} ({c.op} {c.threshold:g}): {reason}."
-    return replace(f, quadrant=None, severity=Severity.INFO, summary=f.summary + why, suggestions=(),
-                   evidence=f.evidence + (Evidence(s.name, s.value, s.unit, c.op, c.threshold, s.source),))
+    seen = " and ".join(f"{s.name} was {s.value:.0f}{'%' if s.unit == '%' else ' ' + s.unit} ({c.op} {c.threshold:g})"
+                        for c, s in by)
+    return replace(f, quadrant=None, severity=Severity.INFO, summary=f"{f.summary} Not the limit here: {seen}: {reason}.",
+                   suggestions=(), evidence=f.evidence + tuple(
+                       Evidence(s.name, s.value, s.unit, c.op, c.threshold, s.source) for c, s in by))
 
 
 def decide(findings: list[Finding], quality_factor: float = 1.0) -> Verdict:

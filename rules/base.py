@@ -3,8 +3,9 @@
 A rule fires when every condition holds. Its confidence grows from 0.6 (just past the thresholds)
 to 1.0 (each condition past its threshold by ``scale``). A rule whose signals are missing is not
 judged, and the reason of the missing signal is reported. A rule that fires while one of its
-``unless`` conditions holds becomes context (no quadrant): what it saw is true, but another layer
-demonstrably holds the system back.
+``unless`` entries holds becomes context (no quadrant): what it saw is true, but another layer
+demonstrably holds the system back. An entry is one condition, or a tuple of conditions that must
+all hold (e.g. "GPU idle <= 10% and the kernel window covers >= 25% of the trace").
 """
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ class Condition:
         return max(0.0, min(1.0, past / self.scale)) if self.scale > 0 else 1.0
 
 
+# A training loop: backward or optimizer ops ran at all (>= 0.5% of the profiled host time; torch
+# profiler trace). A serving process runs neither; a training step dominated by its DataLoader
+# still spends only a few % in them (fixtures/torch/h200-train-step: 3.7%).
+TRAINING = Condition("torch.training_ops_pct", ">=", 0.5, 0.0)
+
+
 @dataclass(frozen=True)
 class Rule:
     """``summary`` is formatted with the condition values in order: ``{0:.0f}`` is the first."""
@@ -41,21 +48,36 @@ class Rule:
     summary: str
     suggestions: tuple[str, ...]
     blocks_verdict: bool = False  # when it fires no quadrant is named (e.g. the target was stopped)
-    # Evidence that another layer is the limit: when any of these holds (signal known), the finding
-    # is kept as context, without a quadrant. Unknown signals never demote.
-    unless: tuple[Condition, ...] = ()
+    # Evidence that another layer is the limit: when any entry holds (a condition, or a tuple of
+    # conditions that all hold; signals known), the finding is kept as context, without a
+    # quadrant. Unknown signals never demote.
+    unless: tuple[Condition | tuple[Condition, ...], ...] = ()
     unless_reason: str = "another layer holds the system back"
+    # Remedies for a training loop (TRAINING holds), where ``suggestions`` speak of serving
+    # (requests, tokenization, continuous batching); empty: ``suggestions`` fit both.
+    training_suggestions: tuple[str, ...] = ()
+
+    def remedies(self, signals: dict[str, Signal]) -> tuple[str, ...]:
+        """``training_suggestions`` when the signals show a training loop, else ``suggestions``."""
+        s = signals.get(TRAINING.signal)
+        training = s is not None and s.value is not None and TRAINING.holds(s.value)
+        return self.training_suggestions if training and self.training_suggestions else self.suggestions
 
     @property
     def signals(self) -> tuple[str, ...]:
         return tuple(c.signal for c in self.conditions)
 
-    def overruled_by(self, signals: dict[str, Signal]) -> tuple[Condition, Signal] | None:
-        """The first ``unless`` condition whose signal is known and holds, else None."""
-        for c in self.unless:
-            s = signals.get(c.signal)
-            if s is not None and s.value is not None and c.holds(s.value):
-                return c, s
+    def overruled_by(self, signals: dict[str, Signal]) -> tuple[tuple[Condition, Signal], ...] | None:
+        """The (condition, signal) pairs of the first ``unless`` entry that holds, else None."""
+        for entry in self.unless:
+            pairs = []
+            for c in entry if isinstance(entry, tuple) else (entry,):
+                s = signals.get(c.signal)
+                if s is None or s.value is None or not c.holds(s.value):
+                    break
+                pairs.append((c, s))
+            else:
+                return tuple(pairs)
         return None
 
     def missing(self, signals: dict[str, Signal]) -> list[Signal | str]:

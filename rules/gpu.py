@@ -25,6 +25,17 @@ BANDWIDTH_ACTIONS = (
     "Raise arithmetic intensity: larger batches (continuous batching), fused elementwise kernels",
     "Then the engine: torch.compile / TensorRT fusion, paged attention for decode",
 )
+# The same quadrants in a training loop (rules/base.py TRAINING): no quantized serving or decode.
+TRAINING_COMPUTE_ACTIONS = (
+    "Cheaper math per step: bf16 autocast, FP8 training (Transformer Engine) on Hopper and later",
+    "Then the engine: fused attention (SDPA/FlashAttention), torch.compile",
+    "Then capacity: more GPUs (data, tensor or pipeline parallel)",
+)
+TRAINING_BANDWIDTH_ACTIONS = (
+    "Fuse elementwise chains (torch.compile, fused norms, fused/foreach optimizers)",
+    "Keep activations and gradients in bf16 (autocast) so each step moves fewer bytes",
+    "Raise the micro-batch so each weight byte read serves more samples",
+)
 
 
 def _waiting(kernel: float = 50.0) -> tuple[Condition, ...]:
@@ -33,16 +44,20 @@ def _waiting(kernel: float = 50.0) -> tuple[Condition, ...]:
             Condition("gpu.dram_active_pct", "<=", 30.0, 25.0))
 
 
+# A kernel-timeline verdict needs the kernels to span a fair part of what was profiled: one 45 us
+# GEMM in a 413 ms step (backward_thread.json) is "0% idle" but says nothing about the GPU.
+KERNEL_WINDOW_COVERS = Condition("gpu.kernel_window_pct", ">=", 25.0, 0.0)
+
 # The GPU itself did work most of the time: host CPU time then feeds or waits on it and is not what
 # holds the system back. SM activity >= 60% or DRAM activity >= 50% (DCGM profiling metrics; < 50%
-# SM activity is "ineffective use"), or kernels running >= 90% of a kernel window that covers a
-# fair part of the trace (torch profiler; one lone kernel is "0% idle" but says nothing).
+# SM activity is "ineffective use"), or GPU idle <= 10% of a kernel window that covers a fair part
+# of the trace (torch profiler).
 # Seen on an H200 (fixtures/gpu/bandwidth-copy-gather): a copy/gather loop kept one core at 100%,
 # spinning on a full launch queue, while DRAM was 62% active. NVML's GPU-Util is not evidence.
 GPU_BUSY: tuple[Condition, ...] = (
     Condition("gpu.sm_active_pct", ">=", 60.0, 0.0),
     Condition("gpu.dram_active_pct", ">=", 50.0, 0.0),
-    Condition("gpu.timeline_busy_pct", ">=", 90.0, 0.0),
+    (Condition("gpu.idle_pct", "<=", 10.0, 0.0), KERNEL_WINDOW_COVERS),
 )
 GPU_BUSY_REASON = "the GPU is the busy side, and this CPU time feeds it or waits for it"
 
@@ -54,7 +69,7 @@ GPU_RULES: tuple[Rule, ...] = (
         "compute.gpu_tensor_busy", "Tensor cores are the limit (compute-bound)", Q.COMPUTE, L.MODEL, S.CRITICAL,
         (Condition("gpu.tensor_active_pct", ">=", 60.0, 30.0),),
         "The tensor pipes were active {0:.0f}% of cycles: the GPU's math units are saturated.",
-        COMPUTE_ACTIONS,
+        COMPUTE_ACTIONS, training_suggestions=TRAINING_COMPUTE_ACTIONS,
     ),
     Rule(
         "compute.gpu_sms_saturated", "The GPU's SMs are saturated (compute-bound)", Q.COMPUTE, L.MODEL, S.CRITICAL,
@@ -62,7 +77,7 @@ GPU_RULES: tuple[Rule, ...] = (
          Condition("gpu.dram_active_pct", "<=", 50.0, 40.0)),
         "SMs were active {0:.0f}% of the time while the DRAM interface was only {1:.0f}% busy: "
         "the work is limited by compute, not memory bandwidth.",
-        COMPUTE_ACTIONS,
+        COMPUTE_ACTIONS, training_suggestions=TRAINING_COMPUTE_ACTIONS,
     ),
     Rule(
         "bandwidth.gpu_dram_saturated", "GPU memory bandwidth is the limit", Q.BANDWIDTH, L.MODEL, S.CRITICAL,
@@ -70,7 +85,7 @@ GPU_RULES: tuple[Rule, ...] = (
          Condition("gpu.tensor_active_pct", "<=", 50.0, 40.0)),
         "The DRAM interface was active {0:.0f}% of cycles (practical ceiling ~80%) while the tensor "
         "pipes ran only {1:.0f}%: kernels wait on memory, not on math.",
-        BANDWIDTH_ACTIONS,
+        BANDWIDTH_ACTIONS, training_suggestions=TRAINING_BANDWIDTH_ACTIONS,
     ),
     Rule(
         "service.gpu_waiting_on_host", "The GPU is mostly waiting on the busy host", Q.SERVICE, L.SERVICE, S.CRITICAL,
@@ -80,6 +95,10 @@ GPU_RULES: tuple[Rule, ...] = (
         ("Batch requests (dynamic/continuous batching) so each launch carries more work",
          "Take Python off the launch path: CUDA graphs, torch.compile(mode='reduce-overhead')",
          "Overlap host work with the GPU: pre/post-processing in worker processes, pinned-memory async copies"),
+        training_suggestions=(
+            "Input work into DataLoader workers (num_workers>0, pin_memory=True, non_blocking copies)",
+            "Take Python off the launch path: CUDA graphs, torch.compile(mode='reduce-overhead')",
+            "Drop per-step .item()/.cpu() syncs so the host can queue the next kernels"),
     ),
     Rule(
         "io.gpu_and_host_waiting", "The GPU and the host both wait (IO-bound)", Q.IO, L.SYSTEM, S.CRITICAL,
@@ -97,6 +116,8 @@ GPU_RULES: tuple[Rule, ...] = (
         "each kernel is too small to occupy the GPU (small batches, per-item launches).",
         ("Batch requests so each kernel covers more data",
          "Fuse small kernels: torch.compile, CUDA graphs"),
+        training_suggestions=("Raise the micro-batch so each kernel covers more data",
+                              "Fuse small kernels: torch.compile, CUDA graphs"),
     ),
     Rule(
         "secondary.gpu_fp32_math", "SMs are busy but the tensor cores idle", None, L.ENGINE, S.WARNING,

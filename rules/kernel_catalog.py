@@ -62,7 +62,10 @@ MEMCPY_PINNED = r"Pinned"
 # CPU-side annotations of the input pipeline (torch DataLoader iterator, record_function labels).
 DATALOADER = r"(?i)enumerate\(DataLoader\)|DataLoader|_next_data|dataloader|data_?load|fetch_batch"
 PROFILER_STEP = r"^ProfilerStep\s*#\s*(\d+)"
+# Host ops only a training step runs: autograd's backward nodes and the optimizer's step/zero_grad
+# (torch.optim wraps them in record_function("Optimizer.step#AdamW.step")).
+TRAINING_OPS = r"^autograd::engine::evaluate_function: |^Optimizer\.(step|zero_grad)#"
 
 __all__ = ["DATALOADER", "DEFAULT_CATEGORY", "KERNEL_CATALOG", "KernelGroup", "KernelPattern",
            "LAUNCH_CALLS", "MEMCPY_DIRECTION", "MEMCPY_PAGEABLE", "MEMCPY_PINNED", "PROFILER_STEP",
-           "SYNC_CALLS", "TEMPORAL_NON_COMPUTE"]
+           "SYNC_CALLS", "TEMPORAL_NON_COMPUTE", "TRAINING_OPS"]

@@ -8,17 +8,18 @@ system layer).
 """
 from diagnose.model import Layer, Quadrant, Severity
 from diagnose.rules.base import Condition, Rule
-from diagnose.rules.gpu import GPU_BUSY
+from diagnose.rules.gpu import (GPU_BUSY, KERNEL_WINDOW_COVERS, TRAINING_BANDWIDTH_ACTIONS,
+                                TRAINING_COMPUTE_ACTIONS)
 
 Q, L, S = Quadrant, Layer, Severity
+
+# Most profiled FLOPs run in ops with float32 inputs: their ridge (and peak) is far below the BF16
+# tensor-core one of rules/gpu_specs.py (H100/H200 SXM: 67 TFLOP/s FP32 vs 989 BF16, datasheets).
+MOSTLY_FP32 = Condition("kernels.fp32_flops_pct", ">=", 50.0, 40.0)
 
 # The host does feed the GPU late, but during the gaps its busiest thread mostly waited in socket or
 # file reads: the input source, not host CPU work, is the limit (an IO verdict instead).
 GAPS_IN_IO: tuple[Condition, ...] = (Condition("join.gap_category_share_pct[io_wait]", ">=", 40.0, 0.0),)
-
-# A compute/bandwidth verdict from the kernel timeline needs the kernels to span a fair part of
-# what was profiled: one 45 us GEMM in a 413 ms step (backward_thread.json) says nothing about it.
-KERNEL_WINDOW_COVERS = Condition("gpu.kernel_window_pct", ">=", 25.0, 0.0)
 
 TIMELINE_RULES: tuple[Rule, ...] = (
     Rule(
@@ -31,6 +32,13 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "tokenization off the launching thread, pipelined with the model",
          "Batch requests so each launch carries more work; overlap input copies (pinned memory, non_blocking)",
          "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
+        training_suggestions=(
+            "Find what the host does in the gaps (see 'GPU idle gaps'); in a training loop it is mostly "
+            "the input pipeline: DataLoader(num_workers>0, persistent_workers=True, prefetch_factor) so "
+            "the next batch is ready before the step needs it",
+            "Overlap input copies with compute (pin_memory=True, .to(device, non_blocking=True)); drop "
+            "per-step .item()/.cpu() calls that drain the launch queue",
+            "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
         unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
@@ -41,6 +49,10 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "{1:.0f}% of its samples: CPU work on the critical path keeps the GPU waiting.",
         ("Parallelise or vectorise the work the join names (tokenizer, image decode, JSON)",
          "Run it in worker processes ahead of the model (a queue of ready batches)"),
+        training_suggestions=(
+            "Move the work the join names into DataLoader worker processes (num_workers>0) or onto the "
+            "GPU (torchvision.transforms.v2 on device, DALI)",
+            "Vectorise what stays in the training loop (no per-sample Python)"),
         unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
@@ -60,6 +72,11 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         ("Prefetch: read the next batch in a background thread/process while the GPU runs this one",
          "Move inputs closer (local disk or page cache instead of the network), read in large blocks",
          "Then the service: more concurrent requests in flight, so one slow read does not idle the GPU"),
+        training_suggestions=(
+            "Prefetch: DataLoader(num_workers>0, prefetch_factor>=2) reads the next batches while the GPU "
+            "runs this one",
+            "Move the dataset closer (local NVMe or page cache instead of network storage), stored in "
+            "large sequential shards rather than one small file per sample"),
     ),
     Rule(
         "service.torch_starved_on_cpu", "The model waits for Python pre/post-processing (CPU)", Q.SERVICE,
@@ -70,6 +87,9 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "thread was busy {1:.0f}% of its samples there: Python code between model calls dominates.",
         ("Batch requests so the model runs on more items per call",
          "Move the Python work the join names to worker processes or vectorised/native code"),
+        training_suggestions=(
+            "Move the Python work the join names into DataLoader workers or vectorised/native code",
+            "Raise the per-step batch (or accumulate gradients) so each Python iteration drives more GPU work"),
         unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
@@ -82,6 +102,7 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "window covers {2:.0f}% of the profiled host time.",
         ("Make the model cheaper: quantization (INT8/FP8), distillation, pruning",
          "Then the engine: tensor-core dtypes (bf16/fp16), fused attention, torch.compile / TensorRT"),
+        training_suggestions=TRAINING_COMPUTE_ACTIONS,
     ),
     Rule(
         "bandwidth.memory_kernels", "Memory-bound kernels dominate the GPU", Q.BANDWIDTH, L.MODEL, S.WARNING,
@@ -92,6 +113,7 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         "wait on memory bandwidth.",
         ("Fuse elementwise chains (torch.compile, fused norms/optimizers)",
          "Lower precision weights/activations (bf16, FP8, INT8/INT4 weight-only) to move fewer bytes"),
+        training_suggestions=TRAINING_BANDWIDTH_ACTIONS,
     ),
     Rule(
         "bandwidth.below_ridge", "Op arithmetic intensity is below the GPU's roofline ridge", Q.BANDWIDTH,
@@ -102,6 +124,21 @@ TIMELINE_RULES: tuple[Rule, ...] = (
         ("If the ops run in fp32, autocast to bf16/fp16 first: the ridge used is the BF16 tensor-core one",
          "Increase batch size / sequence packing so each weight byte serves more tokens",
          "Weight-only quantization moves fewer bytes per FLOP"),
+        training_suggestions=(
+            "If the ops run in fp32, autocast to bf16 first: the ridge used is the BF16 tensor-core one",
+            "Raise the micro-batch or pack sequences so each weight byte serves more samples",
+            "Fuse the low-intensity elementwise ops around the matmuls (torch.compile)"),
+        unless=(MOSTLY_FP32,), unless_reason="the ops run in FP32, whose ridge lies far below the BF16 one "
+                                            "used here (see the FP32 finding)",
+    ),
+    Rule(
+        "secondary.fp32_math_trace", "Matmuls and convolutions run in FP32", None, L.ENGINE, S.WARNING,
+        (MOSTLY_FP32, KERNEL_WINDOW_COVERS),
+        "{0:.0f}% of the profiled FLOPs are in ops with float32 inputs, on a GPU whose kernels span "
+        "{1:.0f}% of the profiled host time: unless TF32 is allowed they run on the CUDA cores, at a "
+        "fraction of the tensor-core peak (H100/H200: 67 vs 989 TFLOP/s).",
+        ("Autocast to bf16: torch.autocast('cuda', dtype=torch.bfloat16) (training keeps fp32 master weights)",
+         "Or allow TF32 for float32 matmuls and convolutions: torch.set_float32_matmul_precision('high')"),
     ),
     Rule(
         "secondary.launch_bound", "Many tiny kernels: launch overhead", Q.SERVICE, L.ENGINE, S.INFO,

@@ -170,3 +170,31 @@ def test_v100_trace_device_is_found():
     assert trace.meta.devices[0] == "Tesla V100-SXM2-32GB"
     roof = analyze_trace(trace, device_peak).tables["roofline"]
     assert roof["device"] == "V100 SXM2" and roof["ridge_flop_per_byte"] == pytest.approx(125 / 0.9)
+
+
+def test_flops_split_by_the_precision_of_the_inputs(recorded):
+    """The recorded calls run in float32, except on CUDA the bf16 attention: the split adds up to the
+    total, and kernels.fp32_flops_pct is the float32 share."""
+    trace, _ = recorded
+    report = analyze_trace(read_trace(trace), device_peak)
+    roof = report.tables["roofline"]
+    by = roof["flops_by_precision"]
+    assert sum(by.values()) == pytest.approx(roof["flops"])
+    fp32 = trace_signals([report], "")["kernels.fp32_flops_pct"].value
+    if trace.parent != CUDA_FIXTURE:  # torch_flops_trace.py keeps attention in float32 on CPU
+        assert set(by) == {"fp32"} and fp32 == 100.0
+        return
+    assert set(by) == {"fp32", "bf16"}
+    attention = [o for o in roof["ops"] if "attention" in o["op"] and o["precision"] == "bf16"]
+    assert attention and sum(o["flops"] for o in attention) <= by["bf16"]
+    assert fp32 == pytest.approx(100.0 * by["fp32"] / (by["fp32"] + by["bf16"])) and 0 < fp32 < 100
+
+
+@pytest.mark.parametrize("types, code", [
+    (["float", "float", "Scalar"], 2), (["Scalar", "c10::BFloat16"], 4), (["long int", "c10::Half"], 3),
+    (["c10::Float8_e4m3fnuz", "float"], 5), (["double"], 1), (["long int", ""], 0), ("float", 0), (None, 0),
+])
+def test_precision_is_the_first_floating_input(types, code):
+    from diagnose.signals.kineto.op_args import precision_code
+
+    assert precision_code({"Input type": types}) == code

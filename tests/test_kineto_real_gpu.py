@@ -109,3 +109,47 @@ def test_hopper_cublas_jit_gemms_count_as_gemm():
     r = analyze_trace(read_trace(trace))
     cats = {c["category"]: c["share_pct"] for c in r.tables["kernel_categories"]["categories"]}
     assert r.tables["top_kernels"][0]["name"].startswith("nvjet_sm90") and cats["gemm"] > 99
+
+
+def test_a_training_loop_gets_training_remedies_and_serving_keeps_its_own(tmp_path):
+    """The H200 training step runs backward and optimizer ops (a few % of host time, DataLoader
+    dominates): its starved-GPU finding points at the DataLoader, not at tokenization or batching
+    requests. The recorded serving workload runs none and keeps the serving remedies."""
+    from diagnose.rules import RULES
+
+    res = run_diagnose("analyze", str(TRAIN), "--out", str(tmp_path / "t"), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert 1.0 < doc["signals"]["torch.training_ops_pct"]["value"] < 20.0
+    starved = next(f for f in doc["findings"] if f["rule_id"] == "service.gpu_starved_by_host")
+    rule = next(r for r in RULES if r.id == "service.gpu_starved_by_host")
+    assert starved["suggestions"] == list(rule.training_suggestions) and "DataLoader(num_workers" in starved["suggestions"][0]
+    assert not any("tokeniz" in s or "requests" in s for f in doc["findings"] for s in f["suggestions"])
+    md = run_diagnose("analyze", str(TRAIN), "--out", str(tmp_path / "md"), "--format", "md").stdout
+    assert "Training loop: backward and optimizer ops hold" in md
+
+    serving = FIXTURES / "gpu" / "service-tiny-kernels" / "torch" / "trace-0001.json.gz"
+    if not serving.exists():
+        pytest.skip("no recorded serving bundle")
+    res = run_diagnose("analyze", str(serving), "--out", str(tmp_path / "s"), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["signals"]["torch.training_ops_pct"]["value"] == 0.0
+    by_id = {r.id: r for r in RULES}
+    assert "service.gpu_starved_by_host" in {f["rule_id"] for f in doc["findings"]}
+    assert all(f["suggestions"] == list(by_id[f["rule_id"]].suggestions) for f in doc["findings"] if f["quadrant"])
+
+
+def test_an_fp32_training_step_is_told_so_and_not_judged_against_the_bf16_ridge(tmp_path):
+    """record_torch_trace.py trains in float32: the roofline's BF16 tensor-core ridge does not apply,
+    so 'below the ridge' becomes context and the FP32 finding says what to change."""
+    res = run_diagnose("analyze", str(TRAIN), "--out", str(tmp_path), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["signals"]["kernels.fp32_flops_pct"]["value"] == 100.0
+    by_id = {f["rule_id"]: f for f in doc["findings"]}
+    fp32 = by_id["secondary.fp32_math_trace"]
+    assert fp32["quadrant"] == "secondary" and any("autocast" in s for s in fp32["suggestions"])
+    ridge = by_id["bandwidth.below_ridge"]
+    assert ridge["quadrant"] == "secondary" and ridge["suggestions"] == [] and "run in FP32" in ridge["summary"]
+    assert doc["verdict"]["quadrant"] == "service"

@@ -93,3 +93,44 @@ def test_report_lists_the_longest_gaps_longest_first(tmp_path):
     lengths = [float(r.split("|")[2].strip().split()[0]) for r in rows]
     assert len(lengths) >= 5 and lengths == sorted(lengths, reverse=True)
     assert lengths[0] > 15  # the 15.5 ms and longer gaps come first
+
+
+def _busy_gpu_with_a_long_sync(n: int = 200) -> list[dict]:
+    """``n`` back-to-back 100 us kernels launched up front, then the host blocks in one
+    cudaDeviceSynchronize until the last ends: the GPU never idles, the host waits on it."""
+    events = []
+    for i in range(n):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": 2.0 * i, "dur": 1.5, "args": {"correlation": i + 1, "External id": i + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn",
+                       "pid": 0, "tid": 7, "ts": 5.0 + 100.0 * i, "dur": 100.0,
+                       "args": {"stream": 7, "device": 0, "correlation": i + 1}})
+    events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1,
+                   "ts": 2.0 * n, "dur": 5.0 + 100.0 * n - 2.0 * n, "args": {"correlation": n + 1}})
+    return events
+
+
+def test_an_all_of_unless_group_demotes_only_when_every_condition_holds(tmp_path):
+    """GPU_BUSY's timeline entry is a group: idle <= 10% AND the kernel window covers >= 25%."""
+    doc = _analyze(tmp_path, _busy_gpu_with_a_long_sync())
+    s = doc["signals"]
+    assert s["gpu.idle_pct"]["value"] < 1 and s["gpu.kernel_window_pct"]["value"] > 90
+    sync = next(f for f in doc["findings"] if f["rule_id"] == "secondary.host_syncs")
+    assert sync["suggestions"] == [] and "gpu.idle_pct was 0% (<= 10) and gpu.kernel_window_pct was" in sync["summary"]
+    assert [e["signal"] for e in sync["evidence"][-2:]] == ["gpu.idle_pct", "gpu.kernel_window_pct"]
+
+
+def test_an_unless_group_with_one_condition_unmet_does_not_demote():
+    from diagnose.model import Signal
+    from diagnose.rules.gpu import GPU_BUSY
+    from diagnose.rules.timeline import TIMELINE_RULES
+
+    rule = next(r for r in TIMELINE_RULES if r.id == "secondary.host_syncs")
+    assert rule.unless == GPU_BUSY
+    sig = lambda n, v: Signal(n, v, "%", "test")  # noqa: E731
+    lone_kernel = {"gpu.idle_pct": sig("gpu.idle_pct", 0.0), "gpu.kernel_window_pct": sig("gpu.kernel_window_pct", 0.01)}
+    assert rule.overruled_by(lone_kernel) is None
+    busy = {**lone_kernel, "gpu.kernel_window_pct": sig("gpu.kernel_window_pct", 80.0)}
+    assert [c.signal for c, _ in rule.overruled_by(busy)] == ["gpu.idle_pct", "gpu.kernel_window_pct"]
+    assert [c.signal for c, _ in rule.overruled_by({"gpu.sm_active_pct": sig("gpu.sm_active_pct", 70.0)})] == [
+        "gpu.sm_active_pct"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from diagnose.rules.base import TRAINING
+
 MAX_GAP_ROWS = 10
 
 
@@ -79,6 +81,9 @@ def _trace_lines(t: dict[str, Any]) -> list[str]:
             f"the queue ahead of it) P50 {_us(la['launch_delay']['p50_us'])}, "
             f"P99 {_us(la['launch_delay']['p99_us'])}. Host blocked in syncs: "
             f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
+    if (t.get("training_ops_pct") or 0.0) >= TRAINING.threshold:
+        out += [f"Training loop: backward and optimizer ops hold {t['training_ops_pct']:.1f}% of the host "
+                "time, so remedies are worded for training.", ""]
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.signals.kineto.flops import FLOP_OPS, op_flops_bytes
+from diagnose.signals.kineto.op_args import precision_code
 from diagnose.signals.kineto.schema import (CAT_CODE, CAT_CPU_OP, EVENT_COLUMNS, FLOW_CATS, FLOW_COLUMNS,
                                             FLOW_END, FLOW_START, GPU_CATS, Table)
 from diagnose.signals.kineto.store import GrowingTable, PartitionedStore
@@ -117,17 +118,22 @@ class ColumnBuilder:
             "external_id": [a.get("External id", -1) for a in args],
             "stream": [a.get("stream", -1) for a in args], "device": [a.get("device", -1) for a in args],
             "flops": [_NAN] * len(cats), "bytes": [a.get("bytes", _NAN) for a in args],
+            "precision": [0] * len(cats),
         }
         with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
         for i in [i for i, (c, n, a) in enumerate(zip(cats, nids, args))
                   if c == CAT_CPU_OP and (n in with_formula or "flops" in a)]:
             rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], args[i])
+            rows["precision"][i] = precision_code(args[i])
         self.store.append(_validated_events(rows, self.counts))
 
     def _name_ids(self, raw: list[Any]) -> list[int]:
         ids = _lookup(self.names, raw)
+        get = self.names.get
         for i in [i for i, v in enumerate(ids) if v is None]:
-            ids[i] = self._intern(raw[i])
+            # a name new to this batch repeats in it: the first occurrence interns it
+            nid = get(raw[i]) if raw[i].__class__ is str else None
+            ids[i] = self._intern(raw[i]) if nid is None else nid
         return ids  # type: ignore[return-value]
 
     def _add_flows(self, flows: list[dict[str, Any]]) -> None:

@@ -18,7 +18,23 @@ DTYPE_BYTES = {
     "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::Float8_e4m3fn": 1,
     "c10::Float8_e5m2": 1,
 }
+# The floating-point precision of an op (its first floating tensor input), as a small code for a
+# numpy column. fnuz: the ROCm FP8 spellings.
+PRECISIONS = ("unknown", "fp64", "fp32", "fp16", "bf16", "fp8")
+_PRECISION_CODE = {"double": 1, "float": 2, "c10::Half": 3, "c10::BFloat16": 4, "c10::Float8_e4m3fn": 5,
+                   "c10::Float8_e5m2": 5, "c10::Float8_e4m3fnuz": 5, "c10::Float8_e5m2fnuz": 5}
 _TRUE, _FALSE = ("true", "True", "1"), ("false", "False", "0")
+
+
+def precision_code(args: dict[str, Any]) -> int:
+    """Index into PRECISIONS of the op's first floating tensor input (``Input type``); 0 unknown."""
+    types = args.get("Input type")
+    if isinstance(types, list):
+        for t in types:
+            code = _PRECISION_CODE.get(t) if isinstance(t, str) else None
+            if code:
+                return code
+    return 0
 
 
 def numel(shape: list[int] | tuple[int, ...]) -> int:
@@ -96,4 +112,4 @@ class OpArgs:
         return float(total)
 
 
-__all__ = ["DTYPE_BYTES", "OpArgs", "numel"]
+__all__ = ["DTYPE_BYTES", "OpArgs", "PRECISIONS", "numel", "precision_code"]

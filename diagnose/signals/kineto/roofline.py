@@ -3,7 +3,9 @@
 FLOPs and bytes come from the trace (columns.py / flops.py). The GPU time of an op is the time of
 the kernels enqueued by the launch calls made on its thread while it ran (runtime call ->
 correlation -> kernel); without kernels (CPU-only trace) the op's own host duration is used. The ridge point is
-peak FLOP/s ÷ peak bytes/s of the device, from the peak table passed in (``Peak``).
+peak FLOP/s ÷ peak bytes/s of the device, from the peak table passed in (``Peak``): the dense
+BF16/FP16 tensor-core peak, so FLOPs are also split by the precision of the ops' inputs
+(``Input type``): FP32 math runs at a fraction of that peak and has a far lower ridge.
 
 Ops nest (``aten::linear`` calls ``aten::addmm``, ``aten::conv2d`` ends in
 ``aten::mkldnn_convolution``/``cudnn_convolution``): on each thread only the innermost op with
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.signals.kineto.op_args import PRECISIONS
 from diagnose.signals.kineto.schema import CAT_CPU_OP, CAT_KERNEL
 from diagnose.signals.kineto.view import TraceView
 
@@ -90,6 +93,8 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     out["intensity_flop_per_byte"] = float(flops[has_bytes].sum() / nbytes[has_bytes].sum()) if has_bytes.any() else None
     out["achieved_flops_per_s"] = float(flops.sum() / (time_ns.sum() / 1e9)) if time_ns.sum() > 0 else None
     out["time_basis"] = "gpu kernels" if gpu_ns.sum() > 0 else "host op duration (no kernels linked)"
+    prec = cpu["precision"][ops]
+    out["flops_by_precision"] = {PRECISIONS[c]: float(flops[prec == c].sum()) for c in np.unique(prec).tolist()}
     if peak and out["intensity_flop_per_byte"] is not None:
         out["bound"] = "compute" if out["intensity_flop_per_byte"] >= peak.ridge_flop_per_byte else "bandwidth"
     names = cpu["name"][ops]
@@ -98,6 +103,7 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
         m = names == nid
         f, b, t = flops[m].sum(), nbytes[m & has_bytes].sum(), time_ns[m].sum()
         rows.append({"op": view.name(nid), "count": int(m.sum()), "flops": float(f), "bytes": float(b),
+                     "precision": PRECISIONS[int(np.bincount(prec[m], weights=flops[m]).argmax())],
                      "intensity_flop_per_byte": float(f / b) if b > 0 else None,
                      "achieved_flops_per_s": float(f / (t / 1e9)) if t > 0 else None})
     out["ops"] = sorted(rows, key=lambda r: -r["flops"])[:TOP_OPS]

@@ -9,13 +9,9 @@ from __future__ import annotations
 from typing import Callable
 
 from diagnose.model import Signal, missing
-from diagnose.rules.timeline import KERNEL_WINDOW_COVERS
 from diagnose.signals.kineto.analysis import TraceReport
 
 SRC = "torch profiler trace (Kineto)"
-# A kernel window shorter than this share of the trace says little about the GPU: the same bar the
-# timeline's compute/memory-kernel rules set (their default, not a user's override of it).
-MIN_COVER_PCT = KERNEL_WINDOW_COVERS.threshold
 NO_GPU = ("no GPU activity recorded: the torch trace holds no kernels, memcpy or memset "
           "(CPU-only profile, or CUDA activity not enabled)")
 
@@ -38,8 +34,7 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
         why = ("the GPU events span 0 ns: no window to measure" if zero else NO_GPU) if reports else reason
         out = {n: missing(n, "%", src, why) for n in names}
         for n in ("gpu.idle_gap_share", "gpu.idle_host_wait_pct", "kernels.short_kernel_pct",
-                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct",
-                  "gpu.timeline_busy_pct"):
+                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct"):
             out[n] = missing(n, "%" if n.endswith("pct") or n.endswith("share") else "us", SRC, why)
         return out
     span = _sum(gpu, lambda r: r.temporal.span_ns)
@@ -56,13 +51,6 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
     n = "gpu.kernel_window_pct"
     out[n] = (Signal(n, min(100.0, 100.0 * span / host), "%", SRC + ", first-to-last-kernel window as a share of "
                      "the profiled host time") if host > 0 else missing(n, "%", SRC, "the trace has no host events"))
-    n = "gpu.timeline_busy_pct"
-    cover = out["gpu.kernel_window_pct"].value
-    out[n] = (Signal(n, 100.0 - out["gpu.idle_pct"].value, "%", SRC + ", 100 - idle share of a kernel window "
-                     f"covering {cover:.0f}% of the profiled host time")
-              if cover is not None and cover >= MIN_COVER_PCT
-              else missing(n, "%", SRC, f"the kernels span only {cover or 0:.1f}% of the profiled host time"
-                                        f" (< {MIN_COVER_PCT:g}%): too little to call the GPU busy"))
     idle = _sum(gpu, lambda r: sum(s.idle_ns for s in r.streams))
     host = _sum(gpu, lambda r: sum(s.host_wait_ns for s in r.streams))
     n = "gpu.idle_host_wait_pct"
@@ -118,7 +106,8 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
         for n, u in (("torch.step_time_p50_ms", "ms"), ("torch.dataloader_share_pct", "%"),
                      ("torch.op_idle_gap_share", "%"), ("kernels.intensity_to_ridge_ratio", "x"),
                      ("torch.sync_blocked_pct", "%"), ("torch.d2h_pageable_copies", "copies"),
-                     ("torch.h2d_pageable_pct", "%")):
+                     ("torch.h2d_pageable_pct", "%"), ("torch.training_ops_pct", "%"),
+                     ("kernels.fp32_flops_pct", "%")):
             out[n] = missing(n, u, SRC, reason)
         return out
     blocked = [r.tables["syncs"]["host_blocked_pct"] for r in reports if r.tables["syncs"]["host_blocked_pct"] is not None]
@@ -141,6 +130,10 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
     n = "torch.dataloader_share_pct"
     out[n] = (Signal(n, max(dl), "%", SRC + ", DataLoader annotations inside ProfilerSteps")
               if dl else missing(n, "%", SRC, "no steps with DataLoader annotations in the trace"))
+    tr = [r.tables["training_ops_pct"] for r in reports if r.tables["training_ops_pct"] is not None]
+    n = "torch.training_ops_pct"
+    out[n] = (Signal(n, max(tr), "%", SRC + ", host time in autograd backward and Optimizer.step/zero_grad ops")
+              if tr else missing(n, "%", SRC, "the trace has no host events"))
     out.update(_roofline_signals(reports))
     out.update(_torch_op_signals(reports))
     return out
@@ -166,22 +159,39 @@ def _torch_op_signals(reports: list[TraceReport]) -> dict[str, Signal]:
 
 
 def _roofline_signals(reports: list[TraceReport]) -> dict[str, Signal]:
+    why = ("no op with FLOPs in the trace (profile with record_shapes=True; matmul, linear, conv, "
+           "attention, add/mul ops, or a flops arg)")
+    out = {"kernels.fp32_flops_pct": _fp32_share(reports, why)}
     roof = [r.tables["roofline"] for r in reports if r.tables["roofline"].get("intensity_flop_per_byte")]
     n, m = "kernels.intensity_flop_per_byte", "kernels.intensity_to_ridge_ratio"
     if not roof:
-        why = ("no op with FLOPs in the trace (profile with record_shapes=True; matmul, linear, conv, "
-               "attention, add/mul ops, or a flops arg)")
-        return {n: missing(n, "FLOP/byte", SRC, why), m: missing(m, "x", SRC, why)}
+        return {**out, n: missing(n, "FLOP/byte", SRC, why), m: missing(m, "x", SRC, why)}
     flops = sum(r["flops"] for r in roof)
     nbytes = sum(r["bytes"] for r in roof)
-    out = {n: Signal(n, flops / nbytes, "FLOP/byte", SRC + ", matmul/linear/conv/attention/add/mul ops (innermost "
-                     "per call path): FLOPs / bytes read+written (upper bound)")}
+    out[n] = Signal(n, flops / nbytes, "FLOP/byte", SRC + ", matmul/linear/conv/attention/add/mul ops (innermost "
+                    "per call path): FLOPs / bytes read+written (upper bound)")
     ridge = next((r["ridge_flop_per_byte"] for r in roof if r["ridge_flop_per_byte"]), None)
     devices = sorted({d for r in reports for d in r.meta.devices})
     out[m] = (Signal(m, flops / nbytes / ridge, "x", SRC + " intensity / rules/gpu_specs.py ridge") if ridge
               else missing(m, "x", SRC, f"no roofline peak for device {devices[0] if devices else '(none: CPU trace)'} "
                                         "in rules/gpu_specs.py"))
     return out
+
+
+def _fp32_share(reports: list[TraceReport], why: str) -> Signal:
+    """FLOPs of ops whose inputs are float32/float64, as a share of the FLOPs of known precision."""
+    n = "kernels.fp32_flops_pct"
+    by: dict[str, float] = {}
+    for r in reports:
+        for k, v in (r.tables["roofline"].get("flops_by_precision") or {}).items():
+            by[k] = by.get(k, 0.0) + v
+    known = sum(v for k, v in by.items() if k != "unknown")
+    if not by:
+        return missing(n, "%", SRC, why)
+    if known <= 0:
+        return missing(n, "%", SRC, "the ops' Input type is not recorded (profile with record_shapes=True)")
+    return Signal(n, 100.0 * (by.get("fp32", 0.0) + by.get("fp64", 0.0)) / known, "%",
+                  SRC + ", FLOPs of ops whose first floating input is float32/float64 (Input type)")
 
 
 def trace_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:

@@ -1,4 +1,5 @@
-"""Training/serving steps (``ProfilerStep#N``) and the input pipeline's share of each step."""
+"""Training/serving steps (``ProfilerStep#N``), the input pipeline's share of each step, and how
+much of the trace is backward/optimizer work (what tells a training loop from serving)."""
 from __future__ import annotations
 
 import re
@@ -6,11 +7,22 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.kernel_catalog import DATALOADER
+from diagnose.rules.kernel_catalog import DATALOADER, TRAINING_OPS
 from diagnose.signals.kineto.intervals import merge, overlap_each
 from diagnose.signals.kineto.view import TraceView, steps
 
 _DATALOADER_RX = re.compile(DATALOADER)
+_TRAINING_RX = re.compile(TRAINING_OPS)
+
+
+def training_ops_pct(view: TraceView, host_span_ns: int | None) -> float | None:
+    """Share (%) of the profiled host time inside backward or optimizer ops (rules/kernel_catalog.py
+    TRAINING_OPS), overlaps counted once; None without host events."""
+    if not host_span_ns:
+        return None
+    m = view.name_mask(view.cpu, _TRAINING_RX)
+    s, e = merge(view.cpu["start_ns"][m], view.cpu["end_ns"][m])
+    return min(100.0, 100.0 * float((e - s).sum()) / host_span_ns)
 
 
 def step_stats(view: TraceView) -> dict[str, Any]:
@@ -40,4 +52,4 @@ def step_stats(view: TraceView) -> dict[str, Any]:
     }
 
 
-__all__ = ["step_stats"]
+__all__ = ["step_stats", "training_ops_pct"]

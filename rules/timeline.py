@@ -151,6 +151,22 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "Fuse small ops; batch more items per call"),
     ),
     Rule(
+        "secondary.comm_exposed", "Collectives run exposed, not overlapped with compute", None, L.ENGINE,
+        S.WARNING,
+        (Condition("gpu.comm_exposed_pct", ">=", 15.0, 35.0),),
+        "For {0:.0f}% of the kernel window NCCL/RCCL collectives ran with no compute kernel beside them: "
+        "communication sits on the critical path of each step.",
+        ("Overlap collectives with compute (async collectives on a side stream); for tensor parallelism, "
+         "fewer ranks per replica or a faster interconnect",
+         "Then the system: check the transport NCCL picked (NCCL_DEBUG=INFO: NVLink/InfiniBand, not "
+         "sockets) and whether ranks wait on a straggler"),
+        training_suggestions=(
+            "Overlap gradient collectives with backward: DDP bucket_cap_mb and gradient_as_bucket_view=True; "
+            "FSDP backward_prefetch/forward_prefetch; gradient accumulation with no_sync() between steps",
+            "Then the system: check the transport NCCL picked (NCCL_DEBUG=INFO: NVLink/InfiniBand, not "
+            "sockets) and whether ranks wait on a straggler"),
+    ),
+    Rule(
         "secondary.host_syncs", "The host blocks on GPU synchronisation", None, L.ENGINE, S.INFO,
         (Condition("torch.sync_blocked_pct", ">=", 10.0, 30.0),),
         "The host spent {0:.0f}% of the trace blocked in cuda*/hip*Synchronize or blocking copies.",

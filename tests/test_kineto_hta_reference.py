@@ -57,3 +57,17 @@ def test_idle_breakdown_matches_hta(reports):
     assert nccl[40].host_wait_ns == nccl[40].idle_ns
     rank0 = reports[RANK0].streams[0]
     assert rank0.stream == 7 and 0.78 < rank0.kernel_wait_ns / rank0.idle_ns < 0.86  # HTA: 83%
+
+
+def test_comm_comp_overlap_matches_hta(reports):
+    """HTA 0.5.0 get_comm_comp_overlap on nccl_data.json.gz: 14.31% (measured on the same file).
+    With HTA's whole-µs rounding diagnose gives the same figure; exact ns stays within 1 pp."""
+    from diagnose.signals.kineto.temporal import comm_overlap, hta_window
+    from diagnose.signals.kineto.view import build_view
+
+    exact = reports[NCCL].tables["comm_overlap"]
+    assert abs(exact["overlap_pct"] - 14.31) <= 1.0
+    assert exact["overlapped_ns"] + exact["exposed_ns"] == exact["comm_ns"] > 0
+    view = build_view(read_trace(shared(NCCL)))
+    assert round(comm_overlap(view, hta_window(view), rounded=True)["overlap_pct"], 2) == 14.31
+    assert reports[RANK0].tables["comm_overlap"] is None  # no collectives: HTA says NaN

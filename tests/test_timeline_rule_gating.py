@@ -134,3 +134,32 @@ def test_an_unless_group_with_one_condition_unmet_does_not_demote():
     assert [c.signal for c, _ in rule.overruled_by(busy)] == ["gpu.idle_pct", "gpu.kernel_window_pct"]
     assert [c.signal for c, _ in rule.overruled_by({"gpu.sm_active_pct": sig("gpu.sm_active_pct", 70.0)})] == [
         "gpu.sm_active_pct"]
+
+
+def _collective_step(overlapped: bool) -> list[dict]:
+    """Per step: a 400 us GEMM, a 400 us NCCL all-reduce (on its own stream; beside the GEMM when
+    ``overlapped``, after it otherwise) and one backward op on the host (a training loop)."""
+    events, t = [], 0.0
+    for i in range(20):
+        events.append({"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0",
+                       "pid": 1, "tid": 1, "ts": t, "dur": 50.0, "args": {"External id": i + 1}})
+        events.append({"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn",
+                       "pid": 0, "tid": 7, "ts": t, "dur": 400.0, "args": {"stream": 7, "device": 0}})
+        events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+                       "pid": 0, "tid": 20, "ts": t if overlapped else t + 400.0, "dur": 400.0,
+                       "args": {"stream": 20, "device": 0}})
+        t += 800.0
+    return events
+
+
+def test_exposed_collectives_give_a_finding_and_overlapped_ones_do_not(tmp_path):
+    exposed = _analyze(tmp_path, _collective_step(overlapped=False))
+    s = exposed["signals"]
+    assert s["gpu.comm_overlap_pct"]["value"] == 0.0 and s["gpu.comm_exposed_pct"]["value"] == pytest.approx(50.0, abs=0.1)
+    f = next(f for f in exposed["findings"] if f["rule_id"] == "secondary.comm_exposed")
+    assert "bucket_cap_mb" in f["suggestions"][0]  # a training loop: DDP/FSDP overlap settings
+    (tmp_path / "o").mkdir()
+    overlapped = _analyze(tmp_path / "o", _collective_step(overlapped=True))
+    s = overlapped["signals"]
+    assert s["gpu.comm_overlap_pct"]["value"] == 100.0 and s["gpu.comm_exposed_pct"]["value"] == 0.0
+    assert "secondary.comm_exposed" not in {f["rule_id"] for f in overlapped["findings"]}

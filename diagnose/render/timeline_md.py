@@ -81,6 +81,10 @@ def _trace_lines(t: dict[str, Any]) -> list[str]:
             f"the queue ahead of it) P50 {_us(la['launch_delay']['p50_us'])}, "
             f"P99 {_us(la['launch_delay']['p99_us'])}. Host blocked in syncs: "
             f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
+    co = t.get("comm_overlap")
+    if co and co["comm_ns"]:
+        out += [f"Collectives: {co['comm_ns'] / 1e6:.1f} ms, {_num(co['overlap_pct'], '.1f', '%')} of it overlapped "
+                f"with compute kernels (HTA comm/comp overlap); {co['exposed_ns'] / 1e6:.1f} ms exposed.", ""]
     if (t.get("training_ops_pct") or 0.0) >= TRAINING.threshold:
         out += [f"Training loop: backward and optimizer ops hold {t['training_ops_pct']:.1f}% of the host "
                 "time, so remedies are worded for training.", ""]

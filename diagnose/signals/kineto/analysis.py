@@ -15,7 +15,7 @@ from diagnose.signals.kineto.launch import SHORT_KERNEL_NS, launch_stats, sync_s
 from diagnose.signals.kineto.reader import KinetoTrace, ReadReport, TraceMeta
 from diagnose.signals.kineto.roofline import Peak, roofline
 from diagnose.signals.kineto.steps import step_stats, training_ops_pct
-from diagnose.signals.kineto.temporal import (KERNEL_WAIT_NS, StreamIdle, TemporalBreakdown,
+from diagnose.signals.kineto.temporal import (KERNEL_WAIT_NS, StreamIdle, TemporalBreakdown, comm_overlap,
                                               hta_window, idle_by_stream, temporal_breakdown)
 from diagnose.signals.kineto.view import TraceView, build_view
 
@@ -95,6 +95,7 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
         "coverage": _coverage(temporal, host_span),
         "steps": step_stats(view),
         "training_ops_pct": training_ops_pct(view, host_span),
+        "comm_overlap": comm_overlap(view, window),
         "roofline": roofline(view, peak),
         "gaps": gap_rows(view, ig),
         "host_in_gaps": host_during_gaps(view, ig),

@@ -24,6 +24,7 @@ from diagnose.signals.kineto.store import GrowingTable, PartitionedStore
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NAN = math.nan
 _EMPTY: dict[str, Any] = {}
+_PH = itemgetter("ph")
 
 def as_int(value: Any, default: int = -1) -> int:
     """An int64 id from a JSON value; strings like "stream 7" yield their number; else default."""
@@ -85,9 +86,12 @@ class ColumnBuilder:
         """Append one parsed batch. Columns are gathered with C-level itemgetter/zip (the hot
         path) and validated in numpy; odd values (strings, huge ints, null) fall back per value."""
         self.counts["events"] += len(events)
-        dicts = [e for e in events if e.__class__ is dict]
+        try:  # every event an object with a phase: one C-level pass (3x faster than .get)
+            dicts, phs = events, list(map(_PH, events))
+        except (KeyError, TypeError):
+            dicts = [e for e in events if e.__class__ is dict]
+            phs = [e.get("ph") for e in dicts]
         self.counts["invalid"] += len(events) - len(dicts)
-        phs = [e.get("ph") for e in dicts]
         xs = [e for e, ph in zip(dicts, phs) if ph == "X"]
         flows = [e for e, ph in zip(dicts, phs) if ph == "s" or ph == "f"]
         meta = [e for e, ph in zip(dicts, phs) if ph == "M"]

@@ -34,7 +34,8 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
         why = ("the GPU events span 0 ns: no window to measure" if zero else NO_GPU) if reports else reason
         out = {n: missing(n, "%", src, why) for n in names}
         for n in ("gpu.idle_gap_share", "gpu.idle_host_wait_pct", "kernels.short_kernel_pct",
-                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct"):
+                  "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct",
+                  "gpu.comm_overlap_pct", "gpu.comm_exposed_pct"):
             out[n] = missing(n, "%" if n.endswith("pct") or n.endswith("share") else "us", SRC, why)
         return out
     span = _sum(gpu, lambda r: r.temporal.span_ns)
@@ -57,8 +58,26 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
     out[n] = (Signal(n, 100.0 * host / idle, "%", SRC + ", per-stream idle where the launch came after "
                      "the previous kernel ended (HTA host wait)") if idle > 0
               else missing(n, "%", SRC, "no idle time between kernels on any stream"))
+    out.update(_comm_signals(gpu, span))
     out.update(_launch_signals(gpu))
     return out
+
+
+def _comm_signals(gpu: list[TraceReport], span_ns: int) -> dict[str, Signal]:
+    """HTA's communication/computation overlap, and the exposed (not overlapped) part of the
+    collectives as a share of the kernel windows."""
+    comm = [r.tables["comm_overlap"] for r in gpu if r.tables["comm_overlap"]]
+    total = sum(c["comm_ns"] for c in comm)
+    names = ("gpu.comm_overlap_pct", "gpu.comm_exposed_pct")
+    if not total:
+        return {n: missing(n, "%", SRC, "no communication (NCCL/RCCL collective) kernels in the trace") for n in names}
+    return {
+        names[0]: Signal(names[0], 100.0 * sum(c["overlapped_ns"] for c in comm) / total, "%",
+                         SRC + ", share of collective-kernel time with a compute kernel running too (HTA "
+                         "comm/comp overlap)"),
+        names[1]: Signal(names[1], 100.0 * sum(c["exposed_ns"] for c in comm) / span_ns, "%",
+                         SRC + ", collective-kernel time with no compute kernel beside it, share of the kernel window"),
+    }
 
 
 def _launch_signals(gpu: list[TraceReport]) -> dict[str, Signal]:

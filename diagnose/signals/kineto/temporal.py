@@ -11,6 +11,10 @@ Idle breakdown (HTA ``get_idle_time_breakdown``): on each stream, the gap before
 was late), *kernel wait* when the gap is shorter than 30 µs (back-to-back launch overhead; HTA's
 default ``consecutive_kernel_delay=30`` is compared with µs intervals), else *other* (syncs,
 waits on other streams).
+
+Communication/computation overlap (HTA ``get_comm_comp_overlap``): the share of the time
+communication kernels (NCCL/RCCL collectives) run during which a compute kernel runs too, over the
+same GPU events as the temporal breakdown; the rest of their time is *exposed* communication.
 """
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from diagnose.signals.kineto.schema import CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET
-from diagnose.signals.kineto.intervals import merge
-from diagnose.signals.kineto.view import TraceView, steps
+from diagnose.signals.kineto.intervals import merge, overlap_each
+from diagnose.signals.kineto.view import CATEGORIES, GROUP_OF, TraceView, steps
 
 KERNEL_WAIT_NS = 30_000
 
@@ -153,5 +157,25 @@ def idle_by_stream(view: TraceView, mask: np.ndarray | None = None,
     return out
 
 
-__all__ = ["KERNEL_WAIT_NS", "StreamIdle", "TemporalBreakdown", "hta_window", "idle_by_stream",
+_COMM = np.array([GROUP_OF[c] == "communication" for c in CATEGORIES])
+
+
+def comm_overlap(view: TraceView, mask: np.ndarray | None = None, rounded: bool = False) -> dict | None:
+    """Communication kernel time (union, ns), the part of it overlapped by compute kernels, and
+    its share (HTA's comp_comm_overlap_pctg); None without communication kernels."""
+    sel = np.ones(len(view.gpu), bool) if mask is None else mask
+    comm = _COMM[view.category] & sel
+    if not comm.any():
+        return None
+    start, end, _ = _times(view, rounded)
+    cs, ce = merge(start[comm], end[comm])
+    comp = view.temporal_compute & ~_COMM[view.category] & sel
+    ks, ke = merge(start[comp], end[comp])
+    comm_ns = int((ce - cs).sum())
+    overlapped = int(overlap_each(ks, ke, cs, ce).sum())
+    return {"comm_ns": comm_ns, "overlapped_ns": overlapped, "exposed_ns": comm_ns - overlapped,
+            "overlap_pct": 100.0 * overlapped / comm_ns if comm_ns else None}
+
+
+__all__ = ["KERNEL_WAIT_NS", "StreamIdle", "TemporalBreakdown", "comm_overlap", "hta_window", "idle_by_stream",
            "temporal_breakdown"]

@@ -212,6 +212,8 @@ class DcgmServer:
     def __init__(self, extra: dict[str, str] | None = None):
         pages = {name: (lambda f=f: need(DCGM / f).read_text()) for name, f in DCGM_FILES.items()}
         pages.update({name: (lambda t=t: t) for name, t in (extra or {}).items()})
+        self.served = 0  # pages answered with 200
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
@@ -225,6 +227,7 @@ class DcgmServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+                server.served += 1
 
             def log_message(self, *args):  # keep pytest output clean
                 pass

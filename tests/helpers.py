@@ -20,6 +20,24 @@ def run_diagnose(*args: str, env: dict | None = None, timeout: float = 120) -> s
     )
 
 
+def wait_for_capture(out: Path, proc: subprocess.Popen, windows: int = 0, timeout_s: float = 90) -> Path:
+    """Wait until `diagnose attach --out OUT` is sampling (its bundle has a pyspy/ directory) and,
+    with ``windows``, until that many py-spy windows are finished (indexed in pyspy.jsonl)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [p for p in out.iterdir() if p.name.startswith("diagnose-")] if out.is_dir() else []
+        if found and (found[0] / "pyspy").is_dir():
+            index = found[0] / "pyspy.jsonl"
+            done = len(index.read_text().splitlines()) if index.is_file() else 0
+            if done >= windows:
+                return found[0]
+        assert proc.poll() is None, f"attach exited early ({proc.returncode})"
+        assert time.monotonic() < deadline, f"attach not sampling after {timeout_s} s"
+        time.sleep(0.1)
+
+
 def only_bundle(out: Path) -> Path:
     bundles = [p for p in out.iterdir() if p.name.startswith("diagnose-")]
     assert len(bundles) == 1, bundles

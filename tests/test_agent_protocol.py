@@ -120,7 +120,7 @@ def test_one_capture_at_a_time_and_stop_ends_it(service, tmp_path):  # noqa: F81
     while reply["state"] == "capturing":
         time.sleep(0.05)
         reply = protocol.call(path, "status")
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 10.0  # stopped early: the capture asked for 30 s
     report = reply["report"]
     assert report["parts"]["spans"]["state"] == "ok" and report["parts"]["spans"]["counts"]["spans"] > 0
     assert report["parts"]["torch"]["state"] == "unavailable"

@@ -125,8 +125,8 @@ def test_spans_open_ending_before_start_or_a_day_long(service, tmp_path):  # noq
 
 
 def test_target_exiting_during_the_capture_keeps_what_was_written(service, tmp_path):  # noqa: F811
-    svc = service("--no-torch", "--max-s", "1.5")
-    status = capture(svc.pid, tmp_path / "b", duration_s=3.0)
+    svc = service("--no-torch", "--max-s", "4")  # exits 4 s after READY: well after the capture starts
+    status = capture(svc.pid, tmp_path / "b", duration_s=6.0)
     assert status.state == CollectorState.PARTIAL, status
     assert "lost the agent" in status.reason and "spans.jsonl" in status.reason
     spans = records(tmp_path / "b" / "spans.jsonl")

@@ -13,7 +13,7 @@ from diagnose.collectors.dcgm import DcgmCollector, parse_dcgm_target
 from diagnose.collectors.dcgm_fields import BLANK_REASON, parse_exposition
 from diagnose.collectors.process import ProcessCollector
 from diagnose.render import RENDERERS
-from gpu_replay import DCGM, DCGM_FILES, DcgmServer, capture, need, t4_variant
+from gpu_replay import DCGM, DCGM_FILES, DcgmServer, capture, need, t4_variant, wait_for
 from helpers import findings, only_bundle, run_diagnose
 
 WAITING = ("GPU-Util 91% while graphics-engine activity 16% and DRAM activity 9%: "
@@ -145,7 +145,8 @@ def test_exporter_that_goes_away_leaves_a_partial_record(workload, tmp_path):
     proc = workload("idle_parent")
     import threading
 
-    threading.Timer(1.2, server.close).start()
+    # gone after the probe's scrape was served (not after a fixed 1.2 s: start-up may take longer)
+    threading.Thread(target=lambda: wait_for(lambda: server.served >= 1, 60) and server.close(), daemon=True).start()
     bundle = capture(proc.pid, tmp_path, (DcgmCollector(),), duration_s=3.0, dcgm_url=server.url("t4"))
     b = Bundle.open(bundle)
     st = b.collectors["dcgm"]

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import REPO, findings, only_bundle, run_diagnose
+from helpers import REPO, findings, only_bundle, run_diagnose, wait_for_capture
 
 FIXTURE = REPO / "fixtures" / "cpu" / "service-json"
 
@@ -66,7 +66,7 @@ def test_sighup_mid_capture_leaves_partial_bundle_and_report(workload, tmp_path)
     proc = workload("json_loop")
     diag = subprocess.Popen([sys.executable, "-m", "diagnose", "attach", str(proc.pid), "--duration", "30",
                              "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    wait_for_capture(tmp_path, diag)  # its handlers are installed once it captures
     diag.send_signal(signal.SIGHUP)
     diag.communicate(timeout=60)
     assert diag.returncode == 0

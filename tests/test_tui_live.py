@@ -110,16 +110,20 @@ def test_gpu_panel_during_a_capture_with_replayed_nvml(workload, tmp_path):
     proc = workload("json_loop")
     rec = smi_recording(tmp_path / "calls.jsonl", "h100", "load", proc.pid, scenario="compute")
     collectors = (NvmlCollector(replay_factory(rec)), GpmCollector(replay_factory(rec)), ProcessCollector())
-    capture = Capture(resolve_target(proc.pid), CaptureOptions(duration_s=6.0, gpu_rate_hz=20.0),
+    capture = Capture(resolve_target(proc.pid), CaptureOptions(duration_s=120.0, gpu_rate_hz=20.0),
                       tmp_path / "out", collectors=collectors)
 
     async def go():
-        app = make_app(session=LiveSession(capture, StopFlag()), export_dir=tmp_path)
+        session = LiveSession(capture, StopFlag())
+        app = make_app(session=session, export_dir=tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             live = app.screen
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 150
             while not isinstance(app.screen, ResultsScreen) and time.monotonic() < deadline:
+                if app.feed.stats.analyses >= 2:  # the panel has data (the niced analyser may take seconds)
+                    session.request_stop()
                 await pilot.pause(0.2)
+            assert isinstance(app.screen, ResultsScreen), "the results view never appeared"
             return app, live
 
     app, live = asyncio.run(go())

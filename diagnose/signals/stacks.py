@@ -42,15 +42,17 @@ class Segment:
 
 def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]:
     """Rebuild per-thread stack intervals from py-spy B/E events (``ts`` in us)."""
-    # Keyed by (pid, tid): with --subprocesses, forked children reuse their parent's pthread ids.
-    open_frames: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    last_ts: dict[tuple[int, int], float] = {}
+    # Keyed by tid, as py-spy writes them: with --subprocesses a forked child reuses its parent's
+    # pthread id and py-spy continues that tid's B/E diff stream across processes (an E closing the
+    # parent's frames carries the child's pid). The "process N:" frame says which process it was.
+    open_frames: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    last_ts: dict[int, float] = {}
     out: list[Segment] = []
     for ev in sorted(
         (e for e in events if e.get("ph") in ("B", "E")),
         key=lambda e: (float(e.get("ts", 0)), 0 if e.get("ph") == "E" else 1),
     ):
-        key = (int(ev.get("pid", 0)), int(ev.get("tid", 0)))
+        key = int(ev.get("tid", 0))
         ts = float(ev.get("ts", 0))
         stack = open_frames[key]
         if stack and ts > last_ts.get(key, ts):
@@ -65,8 +67,8 @@ def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]
     return out
 
 
-def _segment(key: tuple[int, int], stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:
-    tid, thread, process = key[1], "?", ""
+def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:
+    tid, thread, process = key, "?", ""
     frames = []
     for ev in stack:
         args = ev.get("args") or {}

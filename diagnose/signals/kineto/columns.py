@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,19 @@ from diagnose.signals.kineto.op_args import precision_code
 from diagnose.signals.kineto.schema import (CAT_CODE, CAT_CPU_OP, EVENT_COLUMNS, FLOW_CATS, FLOW_COLUMNS,
                                             FLOW_END, FLOW_START, GPU_CATS, Table)
 from diagnose.signals.kineto.store import GrowingTable, PartitionedStore
+from diagnose.signals.kineto.typed import NO_ARGS, Args, decode_events
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NAN = math.nan
 _EMPTY: dict[str, Any] = {}
 _PH = itemgetter("ph")
+_PH_ATTR = attrgetter("ph")
+_FLOPS_ATTR = attrgetter("flops")
+_X_KEYS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
+# column, args key, typed.Args attribute, default where the key is absent
+_ARG_COLUMNS = (("correlation", "correlation", "correlation", -1), ("external_id", "External id", "external_id", -1),
+                ("stream", "stream", "stream", -1), ("device", "device", "device", -1),
+                ("bytes", "bytes", "bytes", _NAN))
 
 def as_int(value: Any, default: int = -1) -> int:
     """An int64 id from a JSON value; strings like "stream 7" yield their number; else default."""
@@ -99,12 +107,37 @@ class ColumnBuilder:
             self._add_metadata(e)
         self.counts["skipped"] += len(dicts) - len(xs) - len(flows) - len(meta)
         if xs:
-            self._add_complete(xs)
+            fields = _fields(xs, _X_KEYS, (None, None, -1, -1, None, None, None))
+            self._add_complete(fields[:6], [a if a.__class__ is dict else _EMPTY for a in fields[6]])
         if flows:
-            self._add_flows(flows)
+            self._add_flows(_fields(flows, ("id", "ph", "pid", "tid", "ts", "cat"), (-1, None, -1, -1, None, None)))
 
-    def _add_complete(self, xs: list[dict[str, Any]]) -> None:
-        fields = _fields(xs, ("cat", "name", "pid", "tid", "ts", "dur", "args"), (None, None, -1, -1, None, None, None))
+    def add_json_array(self, body: bytes) -> bool:
+        """Append the events of the JSON array ``body``, decoded into typed structs (typed.py);
+        False, with nothing added, when it does not decode that way (use ``add_batch``)."""
+        events = decode_events(body)
+        if events is None:
+            return False
+        self.counts["events"] += len(events)
+        phs = list(map(_PH_ATTR, events))
+        xs = [e for e, ph in zip(events, phs) if ph == "X"]
+        flows = [e for e, ph in zip(events, phs) if ph == "s" or ph == "f"]
+        meta = [e for e, ph in zip(events, phs) if ph == "M"]
+        for e in meta:
+            self._add_metadata({"name": e.name, "pid": e.pid, "tid": e.tid,
+                                "args": {"name": e.args.name} if e.args is not None else None})
+        self.counts["skipped"] += len(events) - len(xs) - len(flows) - len(meta)
+        if xs:
+            fields = tuple(list(map(attrgetter(k), xs)) for k in _X_KEYS)
+            self._add_complete(fields[:6], [NO_ARGS if a is None else a for a in fields[6]])
+        if flows:
+            self._add_flows(tuple(list(map(attrgetter(k), flows)) for k in ("id", "ph", "pid", "tid", "ts", "cat")))
+        return True
+
+    def _add_complete(self, fields: tuple[list[Any], ...], args: list[dict[str, Any]] | list[Args]) -> None:
+        """Complete events from their columns (cat, name, pid, tid, ts, dur) and their ``args``
+        (dicts, or typed.Args structs)."""
+        fields = fields + (args,)
         cats = _lookup(CAT_CODE, fields[0])
         if None in cats:  # categories nobody reads (python_function, Trace, ...): dropped here
             idx = [i for i, c in enumerate(cats) if c is not None]
@@ -114,21 +147,27 @@ class ColumnBuilder:
             fields = tuple([col[i] for i in idx] for col in fields)
             cats = [cats[i] for i in idx]
         _, raw, pid, tid, ts, dur, args = fields
-        args = [a if a.__class__ is dict else _EMPTY for a in args]
         nids = self._name_ids(list(raw))
+        typed = bool(args) and args[0].__class__ is Args
         rows: dict[str, Any] = {
             "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            "correlation": [a.get("correlation", -1) for a in args],
-            "external_id": [a.get("External id", -1) for a in args],
-            "stream": [a.get("stream", -1) for a in args], "device": [a.get("device", -1) for a in args],
-            "flops": [_NAN] * len(cats), "bytes": [a.get("bytes", _NAN) for a in args],
-            "precision": [0] * len(cats),
+            **{col: (list(map(attrgetter(attr), args)) if typed else [a.get(key, default) for a in args])
+               for col, key, attr, default in _ARG_COLUMNS},
+            "flops": [_NAN] * len(cats), "precision": [0] * len(cats),
         }
         with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
-        for i in [i for i, (c, n, a) in enumerate(zip(cats, nids, args))
-                  if c == CAT_CPU_OP and (n in with_formula or "flops" in a)]:
-            rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], args[i])
-            rows["precision"][i] = precision_code(args[i])
+        ops = {i for i, n in enumerate(nids) if n in with_formula}
+        if typed:  # plus the ops that carry a flops arg
+            ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, args)) if f is not None)
+        else:
+            ops.update(i for i, a in enumerate(args) if "flops" in a)
+        for i in sorted(i for i in ops if cats[i] == CAT_CPU_OP):
+            op = args[i].op_args() if typed else args[i]
+            if "Input Dims" not in op and "flops" not in op:  # nothing to count from (no record_shapes)
+                rows["bytes"][i] = _NAN
+                continue
+            rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], op)
+            rows["precision"][i] = precision_code(op)
         self.store.append(_validated_events(rows, self.counts))
 
     def _name_ids(self, raw: list[Any]) -> list[int]:
@@ -140,13 +179,16 @@ class ColumnBuilder:
             ids[i] = self._intern(raw[i]) if nid is None else nid
         return ids  # type: ignore[return-value]
 
-    def _add_flows(self, flows: list[dict[str, Any]]) -> None:
-        kinds = _lookup(FLOW_CATS, [e.get("cat") for e in flows])
-        keep = [e for e, k in zip(flows, kinds) if k is not None]
-        self.counts["skipped"] += len(flows) - len(keep)
+    def _add_flows(self, fields: tuple[list[Any], ...]) -> None:
+        """Flow events from their columns (id, ph, pid, tid, ts, cat)."""
+        kinds = _lookup(FLOW_CATS, fields[5])
+        keep = [i for i, k in enumerate(kinds) if k is not None]
+        self.counts["skipped"] += len(kinds) - len(keep)
         if not keep:
             return
-        fid, ph, pid, tid, ts = _fields(keep, ("id", "ph", "pid", "tid", "ts"), (-1, None, -1, -1, None))
+        if len(keep) < len(kinds):
+            fields = tuple([col[i] for i in keep] for col in fields)
+        fid, ph, pid, tid, ts, _ = fields
         rows = {"id": fid, "phase": [FLOW_START if p == "s" else FLOW_END for p in ph],
                 "kind": [k for k in kinds if k is not None], "pid": pid, "tid": tid, "ts": ts}
         self.flow_store.append(_validated_flows(rows, self.counts))

@@ -1,8 +1,9 @@
 """read_trace(path) -> KinetoTrace: a torch profiler (Kineto) Chrome trace as numpy columns.
 
 Streams the file: gzip is inflated 1 MiB at a time (zlib, so a truncated file yields everything
-before the cut); inside the events array each chunk is cut at its last ``}, {`` and handed to
-orjson, which only accepts the cut if it falls between events; the numpy structural scanner
+before the cut); inside the events array each chunk is cut at its last ``}, {`` and decoded into
+typed structs by msgspec (typed.py; orjson dicts where the structs do not fit), which only accept
+the cut if it falls between events; the numpy structural scanner
 (scan.py) handles the document's head and tail and any chunk the guess fails on. Only the columns
 the analyzers read are kept (columns.py, store.py). Events orjson rejects (invalid UTF-8, control
 characters in names, bare ``inf``/``NaN``, integers beyond 64 bits) are re-parsed one by one by a
@@ -225,21 +226,28 @@ def _last_boundary(buf: bytes) -> int:
     return -1
 
 
-def _fast_batch(buf: bytes) -> tuple[list[Any], bytes] | None:
-    """Parse the events of ``buf`` (which starts at an event) up to its last boundary.
+def _fast_batch(buf: bytes, builder: BatchSink) -> bytes | None:
+    """Add the events of ``buf`` (which starts at an event) up to its last boundary to
+    ``builder``; return the rest of ``buf``.
 
-    The cut is only a guess; it is exact when orjson accepts ``[buf[:cut + 1]]``: a cut inside a
-    string or a nested object leaves the text unbalanced and invalid. None: use the exact scan.
+    The cut is only a guess; it is exact when the parser accepts ``[buf[:cut + 1]]``: a cut inside
+    a string or a nested object leaves the text unbalanced and invalid. A sink that decodes typed
+    events (ColumnBuilder.add_json_array) is tried first, orjson dicts next. None: nothing was
+    added; use the exact scan.
     """
     cut = _last_boundary(buf)
     if cut < 0:
         return None
-    try:
-        events = orjson.loads(b"[" + buf[:cut + 1] + b"]")
-    except orjson.JSONDecodeError:
-        return None
+    body = b"[" + buf[:cut + 1] + b"]"
+    add_typed = getattr(builder, "add_json_array", None)
+    if add_typed is None or not add_typed(body):
+        try:
+            events = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        builder.add_batch(events)
     rest = buf[cut + 1:].lstrip()
-    return events, rest[1:] if rest[:1] == b"," else rest
+    return rest[1:] if rest[:1] == b"," else rest
 
 
 def _stream_events(chunks: Iterable[bytes], builder: BatchSink, st: ScanState,
@@ -277,11 +285,10 @@ def _consume(buf: bytes, builder: BatchSink, st: ScanState, counts: dict[str, in
     """Parse what ``buf`` completes; return the bytes to carry into the next buffer."""
     at_event = st.in_events and st.depth == st.events_depth and not st.in_string
     if at_event and not final:
-        fast = _fast_batch(buf)
-        if fast is not None:
-            builder.add_batch(fast[0])
-            st.offset += len(buf) - len(fast[1])
-            return fast[1]
+        rest = _fast_batch(buf, builder)
+        if rest is not None:
+            st.offset += len(buf) - len(rest)
+            return rest
     held = 0 if final else len(buf) - len(buf.rstrip(b"\\"))  # never cut inside a backslash run
     if held == len(buf):
         return buf

@@ -33,12 +33,13 @@ TIMELINE_RULES: tuple[Rule, ...] = (
          "Batch requests so each launch carries more work; overlap input copies (pinned memory, non_blocking)",
          "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
         training_suggestions=(
-            "Find what the host does in the gaps (see 'GPU idle gaps'); in a training loop it is mostly "
-            "the input pipeline: DataLoader(num_workers>0, persistent_workers=True, prefetch_factor) so "
-            "the next batch is ready before the step needs it",
+            "Find what the host does in the gaps (see 'GPU idle gaps' and the DataLoader share): a slow "
+            "input pipeline wants DataLoader(num_workers>0, persistent_workers=True, prefetch_factor); "
+            "Python dispatch in forward/backward/optimizer wants torch.compile or CUDA graphs and a fused "
+            "optimizer (fused=True)",
             "Overlap input copies with compute (pin_memory=True, .to(device, non_blocking=True)); drop "
             "per-step .item()/.cpu() calls that drain the launch queue",
-            "Then the engine: CUDA graphs / torch.compile to cut per-kernel launch cost"),
+            "Raise the micro-batch so each launch carries more work"),
         unless=GAPS_IN_IO, unless_reason="during the gaps the threads wait on reads: the input source is the limit",
     ),
     Rule(
@@ -132,13 +133,16 @@ TIMELINE_RULES: tuple[Rule, ...] = (
                                             "used here (see the FP32 finding)",
     ),
     Rule(
-        "secondary.fp32_math_trace", "Matmuls and convolutions run in FP32", None, L.ENGINE, S.WARNING,
+        "secondary.fp32_math_trace", "Matmul/conv/attention math runs in FP32", None, L.ENGINE, S.WARNING,
         (MOSTLY_FP32, KERNEL_WINDOW_COVERS),
-        "{0:.0f}% of the profiled FLOPs are in ops with float32 inputs, on a GPU whose kernels span "
-        "{1:.0f}% of the profiled host time: unless TF32 is allowed they run on the CUDA cores, at a "
-        "fraction of the tensor-core peak (H100/H200: 67 vs 989 TFLOP/s).",
-        ("Autocast to bf16: torch.autocast('cuda', dtype=torch.bfloat16) (training keeps fp32 master weights)",
+        "{0:.0f}% of the profiled FLOPs are in ops with float32 inputs (kernels span {1:.0f}% of the "
+        "profiled host time): FP32 math runs at a fraction of the GPU's BF16 tensor/matrix-core peak "
+        "(H100/H200: 67 vs 989 TFLOP/s; on NVIDIA, TF32 narrows the gap for matmuls and convolutions).",
+        ("Run the model in bf16: model.to(torch.bfloat16), or torch.autocast('cuda', dtype=torch.bfloat16)",
          "Or allow TF32 for float32 matmuls and convolutions: torch.set_float32_matmul_precision('high')"),
+        training_suggestions=(
+            "Autocast to bf16: torch.autocast('cuda', dtype=torch.bfloat16), keeping fp32 master weights",
+            "Or allow TF32 for float32 matmuls and convolutions: torch.set_float32_matmul_precision('high')"),
     ),
     Rule(
         "secondary.launch_bound", "Many tiny kernels: launch overhead", Q.SERVICE, L.ENGINE, S.INFO,
@@ -153,9 +157,10 @@ TIMELINE_RULES: tuple[Rule, ...] = (
     Rule(
         "secondary.comm_exposed", "Collectives run exposed, not overlapped with compute", None, L.ENGINE,
         S.WARNING,
-        (Condition("gpu.comm_exposed_pct", ">=", 15.0, 35.0),),
-        "For {0:.0f}% of the kernel window NCCL/RCCL collectives ran with no compute kernel beside them: "
-        "communication sits on the critical path of each step.",
+        (Condition("gpu.comm_exposed_pct", ">=", 15.0, 35.0), Condition("gpu.comm_exposed_ms", ">=", 1.0, 0.0),
+         KERNEL_WINDOW_COVERS),
+        "For {0:.0f}% of the kernel window ({1:.1f} ms) NCCL/RCCL collectives ran with no compute kernel "
+        "beside them: communication sits on the critical path.",
         ("Overlap collectives with compute (async collectives on a side stream); for tensor parallelism, "
          "fewer ranks per replica or a faster interconnect",
          "Then the system: check the transport NCCL picked (NCCL_DEBUG=INFO: NVLink/InfiniBand, not "

@@ -163,3 +163,13 @@ def test_exposed_collectives_give_a_finding_and_overlapped_ones_do_not(tmp_path)
     s = overlapped["signals"]
     assert s["gpu.comm_overlap_pct"]["value"] == 100.0 and s["gpu.comm_exposed_pct"]["value"] == 0.0
     assert "secondary.comm_exposed" not in {f["rule_id"] for f in overlapped["findings"]}
+
+
+def test_a_few_exposed_microseconds_of_collectives_are_no_finding(tmp_path):
+    """large_integer_rank-70: 0.05 ms of NCCL and nothing else is 100% exposed, and says nothing."""
+    res = run_diagnose("analyze", str(shared("large_integer_rank-70.pt.trace.json.gz")), "--out", str(tmp_path),
+                       "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["signals"]["gpu.comm_exposed_pct"]["value"] == 100.0 and doc["signals"]["gpu.comm_exposed_ms"]["value"] < 1
+    assert "secondary.comm_exposed" not in {f["rule_id"] for f in doc["findings"]}

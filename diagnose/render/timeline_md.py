@@ -83,8 +83,11 @@ def _trace_lines(t: dict[str, Any]) -> list[str]:
             f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
     co = t.get("comm_overlap")
     if co and co["comm_ns"]:
-        out += [f"Collectives: {co['comm_ns'] / 1e6:.1f} ms, {_num(co['overlap_pct'], '.1f', '%')} of it overlapped "
-                f"with compute kernels (HTA comm/comp overlap); {co['exposed_ns'] / 1e6:.1f} ms exposed.", ""]
+        exposed = 100.0 * co["exposed_ns"] / tb["span_ns"] if tb["span_ns"] else None
+        out += [f"Collectives (kernel window; like HTA, kernels launched in the last ProfilerStep are left out): "
+                f"{co['comm_ns'] / 1e6:.1f} ms, {_num(co['overlap_pct'], '.1f', '%')} of it overlapped with compute "
+                f"kernels (HTA comm/comp overlap); {co['exposed_ns'] / 1e6:.1f} ms exposed, "
+                f"{_num(exposed, '.1f', '%')} of the window.", ""]
     if (t.get("training_ops_pct") or 0.0) >= TRAINING.threshold:
         out += [f"Training loop: backward and optimizer ops hold {t['training_ops_pct']:.1f}% of the host "
                 "time, so remedies are worded for training.", ""]

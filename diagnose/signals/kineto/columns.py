@@ -100,9 +100,7 @@ class ColumnBuilder:
             dicts = [e for e in events if e.__class__ is dict]
             phs = [e.get("ph") for e in dicts]
         self.counts["invalid"] += len(events) - len(dicts)
-        xs = [e for e, ph in zip(dicts, phs) if ph == "X"]
-        flows = [e for e, ph in zip(dicts, phs) if ph == "s" or ph == "f"]
-        meta = [e for e, ph in zip(dicts, phs) if ph == "M"]
+        xs, flows, meta = _by_phase(dicts, phs)
         for e in meta:
             self._add_metadata(e)
         self.counts["skipped"] += len(dicts) - len(xs) - len(flows) - len(meta)
@@ -119,10 +117,7 @@ class ColumnBuilder:
         if events is None:
             return False
         self.counts["events"] += len(events)
-        phs = list(map(_PH_ATTR, events))
-        xs = [e for e, ph in zip(events, phs) if ph == "X"]
-        flows = [e for e, ph in zip(events, phs) if ph == "s" or ph == "f"]
-        meta = [e for e, ph in zip(events, phs) if ph == "M"]
+        xs, flows, meta = _by_phase(events, list(map(_PH_ATTR, events)))
         for e in meta:
             self._add_metadata({"name": e.name, "pid": e.pid, "tid": e.tid,
                                 "args": {"name": e.args.name} if e.args is not None else None})
@@ -223,6 +218,13 @@ class ColumnBuilder:
 
     def name_table(self) -> tuple[str, ...]:
         return tuple(self.labels)
+
+
+def _by_phase(events: list[Any], phs: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """Complete ("X"), flow ("s"/"f") and metadata ("M") events; the rest is not read."""
+    return ([e for e, ph in zip(events, phs) if ph == "X"],
+            [e for e, ph in zip(events, phs) if ph == "s" or ph == "f"],
+            [e for e, ph in zip(events, phs) if ph == "M"])
 
 
 def _fields(events: list[dict[str, Any]], keys: tuple[str, ...], defaults: tuple[Any, ...]) -> tuple:

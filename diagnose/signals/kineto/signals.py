@@ -35,8 +35,8 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
         out = {n: missing(n, "%", src, why) for n in names}
         for n in ("gpu.idle_gap_share", "gpu.idle_host_wait_pct", "kernels.short_kernel_pct",
                   "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct",
-                  "gpu.comm_overlap_pct", "gpu.comm_exposed_pct"):
-            out[n] = missing(n, "%" if n.endswith("pct") or n.endswith("share") else "us", SRC, why)
+                  "gpu.comm_overlap_pct", "gpu.comm_exposed_pct", "gpu.comm_exposed_ms"):
+            out[n] = missing(n, "%" if n.endswith("pct") or n.endswith("share") else n.rsplit("_", 1)[-1], SRC, why)
         return out
     span = _sum(gpu, lambda r: r.temporal.span_ns)
     out = {n: Signal(n, 100.0 * _sum(gpu, lambda r, f=f: getattr(r.temporal, f)) / span, "%", src)
@@ -68,15 +68,18 @@ def _comm_signals(gpu: list[TraceReport], span_ns: int) -> dict[str, Signal]:
     collectives as a share of the kernel windows."""
     comm = [r.tables["comm_overlap"] for r in gpu if r.tables["comm_overlap"]]
     total = sum(c["comm_ns"] for c in comm)
-    names = ("gpu.comm_overlap_pct", "gpu.comm_exposed_pct")
+    names = ("gpu.comm_overlap_pct", "gpu.comm_exposed_pct", "gpu.comm_exposed_ms")
     if not total:
-        return {n: missing(n, "%", SRC, "no communication (NCCL/RCCL collective) kernels in the trace") for n in names}
+        why = "no communication (NCCL/RCCL collective) kernels in the trace"
+        return {n: missing(n, n.rsplit("_", 1)[-1].replace("pct", "%"), SRC, why) for n in names}
+    exposed = sum(c["exposed_ns"] for c in comm)
     return {
         names[0]: Signal(names[0], 100.0 * sum(c["overlapped_ns"] for c in comm) / total, "%",
                          SRC + ", share of collective-kernel time with a compute kernel running too (HTA "
                          "comm/comp overlap)"),
-        names[1]: Signal(names[1], 100.0 * sum(c["exposed_ns"] for c in comm) / span_ns, "%",
+        names[1]: Signal(names[1], 100.0 * exposed / span_ns, "%",
                          SRC + ", collective-kernel time with no compute kernel beside it, share of the kernel window"),
+        names[2]: Signal(names[2], exposed / 1e6, "ms", SRC + ", collective-kernel time with no compute kernel beside it"),
     }
 
 

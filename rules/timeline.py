@@ -129,8 +129,8 @@ TIMELINE_RULES: tuple[Rule, ...] = (
             "If the ops run in fp32, autocast to bf16 first: the ridge used is the BF16 tensor-core one",
             "Raise the micro-batch or pack sequences so each weight byte serves more samples",
             "Fuse the low-intensity elementwise ops around the matmuls (torch.compile)"),
-        unless=(MOSTLY_FP32,), unless_reason="the ops run in FP32, whose ridge lies far below the BF16 one "
-                                            "used here (see the FP32 finding)",
+        unless=((MOSTLY_FP32, KERNEL_WINDOW_COVERS),),
+        unless_reason="the ops run in FP32, whose ridge lies far below the BF16 one used here (see the FP32 finding)",
     ),
     Rule(
         "secondary.fp32_math_trace", "Matmul/conv/attention math runs in FP32", None, L.ENGINE, S.WARNING,

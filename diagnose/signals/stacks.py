@@ -50,7 +50,7 @@ def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]
     out: list[Segment] = []
     for ev in sorted(
         (e for e in events if e.get("ph") in ("B", "E")),
-        key=lambda e: (float(e.get("ts", 0)), 0 if e.get("ph") == "E" else 1),
+        key=lambda e: float(e.get("ts", 0)),  # stable: same-µs events keep py-spy's order
     ):
         key = int(ev.get("tid", 0))
         ts = float(ev.get("ts", 0))

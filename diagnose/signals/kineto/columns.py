@@ -155,10 +155,10 @@ class ColumnBuilder:
         if typed:  # plus the ops that carry a flops arg
             ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, args)) if f is not None)
         else:
-            ops.update(i for i, a in enumerate(args) if "flops" in a)
+            ops.update(i for i, a in enumerate(args) if a.get("flops") is not None)
         for i in sorted(i for i in ops if cats[i] == CAT_CPU_OP):
             op = args[i].op_args() if typed else args[i]
-            if "Input Dims" not in op and "flops" not in op:  # nothing to count from (no record_shapes)
+            if op.get("Input Dims") is None and op.get("flops") is None:  # nothing to count from
                 rows["bytes"][i] = _NAN
                 continue
             rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], op)
@@ -251,9 +251,12 @@ def _lookup(table: dict[Any, int], keys: list[Any]) -> list[int | None]:
 def _int_column(values: list[Any]) -> np.ndarray:
     """int64 ids; values numpy cannot take (strings like "stream 7", huge ints, null) one by one."""
     try:
-        return np.asarray(values, dtype=np.int64)
+        out = np.asarray(values, dtype=np.int64)
+        if out.ndim == 1:  # a column of lists ([7] for a tid) would be 2-D: read it value by value
+            return out
     except (OverflowError, ValueError, TypeError):
-        return np.fromiter((as_int(v) for v in values), np.int64, len(values))
+        pass
+    return np.fromiter((as_int(v) for v in values), np.int64, len(values))
 
 
 def _float_column(values: list[Any]) -> np.ndarray:
@@ -261,6 +264,8 @@ def _float_column(values: list[Any]) -> np.ndarray:
     try:
         out = np.asarray(values, dtype=np.float64)
     except (OverflowError, ValueError, TypeError):
+        out = None
+    if out is None or out.ndim != 1:
         out = np.fromiter((as_float(v) for v in values), np.float64, len(values))
     out[~np.isfinite(out)] = np.nan
     return out

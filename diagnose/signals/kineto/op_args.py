@@ -44,8 +44,13 @@ def numel(shape: list[int] | tuple[int, ...]) -> int:
     return n
 
 
+MAX_DIMS = 64  # torch tensors have at most 64 dimensions; longer "shapes" are malformed args
+_MAX_DIM = (1 << 63) - 1
+
+
 def _is_shape(value: Any) -> bool:
-    return isinstance(value, list) and all(type(d) is int and d >= 0 for d in value)
+    return (isinstance(value, list) and len(value) <= MAX_DIMS
+            and all(type(d) is int and 0 <= d <= _MAX_DIM for d in value))
 
 
 @dataclass(frozen=True)

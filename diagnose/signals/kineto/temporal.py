@@ -161,18 +161,22 @@ _COMM = np.array([GROUP_OF[c] == "communication" for c in CATEGORIES])
 
 
 def comm_overlap(view: TraceView, mask: np.ndarray | None = None, rounded: bool = False) -> dict | None:
-    """Communication kernel time (union, ns), the part of it overlapped by compute kernels, and
-    its share (HTA's comp_comm_overlap_pctg); None without communication kernels."""
+    """Communication kernel time (union per device, ns), the part of it overlapped by compute
+    kernels on the same device, and its share (HTA's comp_comm_overlap_pctg, per rank); None
+    without communication kernels."""
     sel = np.ones(len(view.gpu), bool) if mask is None else mask
     comm = _COMM[view.category] & sel
     if not comm.any():
         return None
     start, end, _ = _times(view, rounded)
-    cs, ce = merge(start[comm], end[comm])
-    comp = view.temporal_compute & ~_COMM[view.category] & sel
-    ks, ke = merge(start[comp], end[comp])
-    comm_ns = int((ce - cs).sum())
-    overlapped = int(overlap_each(ks, ke, cs, ce).sum())
+    compute = view.temporal_compute & ~_COMM[view.category] & sel
+    comm_ns = overlapped = 0
+    for dev in np.unique(view.gpu["device"][comm]).tolist():
+        on = view.gpu["device"] == dev
+        cs, ce = merge(start[comm & on], end[comm & on])
+        ks, ke = merge(start[compute & on], end[compute & on])
+        comm_ns += int((ce - cs).sum())
+        overlapped += int(overlap_each(ks, ke, cs, ce).sum())
     return {"comm_ns": comm_ns, "overlapped_ns": overlapped, "exposed_ns": comm_ns - overlapped,
             "overlap_pct": 100.0 * overlapped / comm_ns if comm_ns else None}
 

@@ -57,8 +57,8 @@ def decode_events(body: bytes) -> list[Event] | None:
     fit the structs (the caller then parses it with orjson)."""
     try:
         return _DECODER.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):  # ValidationError subclasses DecodeError
-        return None
+    except (msgspec.DecodeError, RecursionError):  # ValidationError subclasses DecodeError; an
+        return None  # unknown value nested ~1000 deep exhausts the decoder's recursion
 
 
 __all__ = ["Args", "Event", "NO_ARGS", "decode_events"]

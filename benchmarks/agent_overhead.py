@@ -14,8 +14,8 @@ import time
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from diagnose.agent import spans as agent_spans
-from diagnose.agent.gcpause import GcRecorder
+from diagnose.agent.inproc import spans as agent_spans
+from diagnose.agent.inproc.gcpause import GcRecorder
 
 
 def per_span_us(provider: TracerProvider, n: int, sink: agent_spans.SpanSink | None = None) -> float:

@@ -24,7 +24,7 @@ from bench_vs_hta import DATA, SEED_TRACE, make_synthetic  # noqa: E402
 
 MEASURE = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL); "
            "_, st, ru = os.wait4(p.pid, 0); print(ru.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(st))")
-IMPORT_ONLY = ("import sys; from pathlib import Path; from diagnose.importers import import_files; "
+IMPORT_ONLY = ("import sys; from pathlib import Path; from diagnose.bundle.importers import import_files; "
                "import_files([Path(sys.argv[1])], Path(sys.argv[2]))")
 
 

@@ -44,9 +44,9 @@ def _cpu_s() -> float:
 
 def run_diagnose(path: str) -> dict:
     sys.path.insert(0, str(REPO))
-    from diagnose.signals.kineto.analysis import analyze_trace
-    from diagnose.signals.kineto.reader import read_trace
-    from diagnose.signals.kineto.signals import trace_signals
+    from diagnose.traces.report import analyze_trace
+    from diagnose.traces.reader import read_trace
+    from diagnose.signals.kernel_timeline import trace_signals
     from diagnose.signals.timeline import device_peak
 
     import numpy.ma  # noqa: F401  numpy imports it lazily on first percentile; imports are not timed

@@ -74,7 +74,7 @@ def nvml_preflight() -> dict:
 
 def capture(child: subprocess.Popen, dest: Path, seconds: float, meta: dict) -> Path:
     """Capture ``child`` into a bundle under dest/.capture, recording every NVML call into dest."""
-    from diagnose.capture import Capture
+    from diagnose.capture.session import Capture
     from diagnose.collectors import CaptureOptions
     from diagnose.collectors.gpm import GpmCollector
     from diagnose.collectors.nvml import NvmlCollector
@@ -82,7 +82,7 @@ def capture(child: subprocess.Popen, dest: Path, seconds: float, meta: dict) -> 
     from diagnose.collectors.nvml_replay import RecordingBackend
     from diagnose.collectors.process import ProcessCollector
     from diagnose.collectors.pyspy import PySpyCollector
-    from diagnose.target import resolve_target
+    from diagnose.capture.target import resolve_target
 
     def recorder(name: str):
         return lambda: RecordingBackend(LiveNvmlBackend(), dest / name, meta)
@@ -107,7 +107,7 @@ def place(bundle: Path, stage: Path, dest: Path) -> None:
 
 
 def record(label: str, seconds: float, out: Path, facts: dict) -> dict:
-    from diagnose.analysis import analyze
+    from diagnose.verdict.analyze import analyze
     from diagnose.bundle import Bundle
 
     workload, quadrant = LABELS[label]

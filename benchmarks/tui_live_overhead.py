@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from diagnose.capture import Capture
+from diagnose.capture.session import Capture
 from diagnose.cli import StopFlag
 from diagnose.collectors import CaptureOptions
-from diagnose.target import resolve_target
+from diagnose.capture.target import resolve_target
 from diagnose.tui.app import make_app
-from diagnose.tui.feed import LiveSession
-from diagnose.tui.results import ResultsScreen
+from diagnose.tui.live.feed import LiveSession
+from diagnose.tui.results.screen import ResultsScreen
 
 WORKLOAD = Path(__file__).resolve().parent.parent / "tests" / "workloads" / "json_loop.py"
 

@@ -1,6 +1,6 @@
 """Agent collector: drives the in-process agent of the target (torch profiler window, spans, GC).
 
-probe: finds the agent of the pid (``diagnose.agent.client``); without one the status is
+probe: finds the agent of the pid (``diagnose.agent.host.client``); without one the status is
 ``unavailable`` with what is missing (kernel timeline, stage spans) and how to enable it.
 start: asks the agent for a capture of the capture window into the bundle (or, with ``--inject``
 on Python >= 3.14, first loads the agent with sys.remote_exec). stop: ends the agent's capture,
@@ -18,7 +18,7 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 STREAMS = ["spans.jsonl", "gc.jsonl", "torch.jsonl", "torch/"]
 # The agent ends by itself this long after the capture should have stopped it (a killed attach).
@@ -28,7 +28,7 @@ POLL_S = 0.1
 
 def missing_reason(pid: int, cause: str) -> str:
     """What the report lacks without the agent, and the ways to enable it."""
-    from diagnose.agent.inject import unsupported_reason
+    from diagnose.agent.host.inject import unsupported_reason
 
     inject = "" if unsupported_reason() else ", or attach with --inject"
     return (f"{cause}: no kernel timeline (torch profiler), no stage spans (OpenTelemetry) and no GC "
@@ -48,8 +48,8 @@ class AgentCollector(Collector):
         self._out_dir: Path | None = None
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
-        from diagnose.agent.client import AgentUnavailable, find_agent
-        from diagnose.agent.inject import unsupported_reason
+        from diagnose.agent.host.client import AgentUnavailable, find_agent
+        from diagnose.agent.host.inject import unsupported_reason
 
         try:
             self._handle = find_agent(target.pid)
@@ -65,10 +65,9 @@ class AgentCollector(Collector):
         return Probe(False, missing_reason(target.pid, cause))
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
-        from diagnose.agent import protocol
-
+        from diagnose.agent.inproc import protocol
         if self._handle is None and self._inject:
-            from diagnose.agent.inject import InjectError, inject
+            from diagnose.agent.host.inject import InjectError, inject
 
             try:
                 self._handle = inject(target.pid, target.uid, target.alive)
@@ -89,8 +88,7 @@ class AgentCollector(Collector):
         return _flat_counts(self._report) if self._report else {}
 
     def stop(self, timeout_s: float) -> CollectorStatus:
-        from diagnose.agent import protocol
-
+        from diagnose.agent.inproc import protocol
         deadline = time.monotonic() + timeout_s
         try:
             reply = self._handle.call("stop")

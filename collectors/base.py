@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 
 class CollectorError(Exception):

@@ -27,7 +27,7 @@ from typing import Any
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 from diagnose.collectors.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 PERIOD_S = 1.0
 TIMEOUT_S = 2.0

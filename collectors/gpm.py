@@ -18,7 +18,7 @@ from typing import Any, Callable
 from diagnose.bundle import BundleWriter
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, nvml_reason
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 GPM_PERIOD_S = 0.5  # GPM needs > 100 ms between samples; 2 Hz keeps the overhead negligible
 MIB = 1 << 20

@@ -17,10 +17,10 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from diagnose.agent.records import SpanCounts
+from diagnose.agent.inproc.records import SpanCounts
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 DEFAULT_HOST = "127.0.0.1"
 TRACES_PATH = "/v1/traces"

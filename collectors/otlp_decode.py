@@ -14,7 +14,7 @@ import json
 from datetime import datetime
 from typing import Any, Iterator
 
-from diagnose.agent.records import (
+from diagnose.agent.inproc.records import (
     SpanCounts, SpanRejected, bound_events, count_record, format_id, make_record)
 
 _ID_KEYS = {"traceId": 32, "trace_id": 32, "spanId": 16, "span_id": 16,

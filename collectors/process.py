@@ -22,7 +22,7 @@ import psutil
 
 from diagnose.bundle import BundleWriter
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 CONN_EVERY = 10  # net_connections walks every fd; keep it at ~1 Hz
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.collectors.base import CaptureOptions, Collector, Probe
-from diagnose.target import Target
+from diagnose.capture.target import Target
 
 ENV_BINARY = "DIAGNOSE_PY_SPY"
 _COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")

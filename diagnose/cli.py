@@ -179,10 +179,10 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 gpu_rate: float = 10.0, dcgm: str | None = None,
                 command: list[str] | None = None, thresholds: Path | None = None) -> int:
     """Attach, capture, analyse, report. Returns the exit code."""
-    from diagnose.capture import Capture
+    from diagnose.capture.session import Capture
     from diagnose.collectors import CaptureOptions
-    from diagnose.finish import analyze_and_write
-    from diagnose.target import AttachLock, TargetError, resolve_target
+    from diagnose.pipeline import analyze_and_write
+    from diagnose.capture.target import AttachLock, TargetError, resolve_target
     from diagnose.tui.runner import capture_with_view
 
     overrides = _load_thresholds(thresholds)  # a bad file fails before the target is touched
@@ -258,7 +258,7 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
 
     Example: diagnose run -- python serve.py --port 8000. Exit code: the command's.
     """
-    from diagnose.agent.run import RunError, exec_command, print_env as env_lines, run_with_capture
+    from diagnose.agent.host.run import RunError, exec_command, print_env as env_lines, run_with_capture
 
     if print_env:
         click.echo(env_lines(nvtx))
@@ -300,8 +300,8 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
     overrides = _load_thresholds(thresholds)  # before FILES become a bundle
     bundle = _bundle_from_inputs(inputs, out)
     from diagnose.bundle import FINDINGS, REPORT, BundleError, write_private_text
-    from diagnose.finish import analyze_and_write, documents
-    from diagnose.verdict import ThresholdError
+    from diagnose.pipeline import analyze_and_write, documents
+    from diagnose.verdict.evaluate import ThresholdError
 
     try:
         b, analysis = analyze_and_write(bundle, overrides, write=False)
@@ -329,7 +329,7 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
 
 def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
     """A bundle directory as given, or one built from artifact files (path on stderr)."""
-    from diagnose.importers import ImportFailed, import_files, is_bundle_input
+    from diagnose.bundle.importers import ImportFailed, import_files, is_bundle_input
 
     if is_bundle_input(inputs):
         return inputs[0]
@@ -378,9 +378,9 @@ def _load_thresholds(path: Path | None) -> dict[str, float] | None:
     except (OSError, ValueError, TypeError, OverflowError) as exc:
         raise fail(f"cannot read thresholds {path}: {exc}; expected "
                    f"{{\"<rule_id>:<signal>\" or \"timeline:<parameter>_us\": number}}")
-    from diagnose.overrides import split_overrides
+    from diagnose.verdict.overrides import split_overrides
     from diagnose.rules import RULES
-    from diagnose.verdict import ThresholdError
+    from diagnose.verdict.evaluate import ThresholdError
 
     try:
         split_overrides(overrides, RULES)
@@ -398,7 +398,7 @@ def _load_thresholds(path: Path | None) -> dict[str, float] | None:
 @thresholds_option
 def report(bundle: Path, fmt: str, output: Path | None, thresholds: Path | None) -> None:
     """Render a bundle's analysis in another format without touching the bundle."""
-    from diagnose.analysis import analyze as run_analysis
+    from diagnose.verdict.analyze import analyze as run_analysis
     from diagnose.bundle import Bundle, BundleError
     from diagnose.render import RENDERERS
 
@@ -443,7 +443,7 @@ def tui(bundle: Path, live: bool, export_dir: Path, no_tui: bool) -> None:
               help="Also check this dcgm-exporter (or dcgm://HOST) and list the fields it offers.")
 def doctor(pid: int | None, dcgm: str | None) -> None:
     """Check what this host offers: py-spy and ptrace, psutil, NVML/GPM/DCGM, torch, terminal."""
-    from diagnose.doctor import run_checks
+    from diagnose.doctor.host import run_checks
 
     ok = True
     for check in run_checks(pid, dcgm):

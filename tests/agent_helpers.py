@@ -96,7 +96,7 @@ def start_service(*args: str, workload: str = "agent_service", python: str = sys
 
 
 def agent_path(service: Service) -> str:
-    from diagnose.agent.client import AgentUnavailable, wait_for_agent
+    from diagnose.agent.host.client import AgentUnavailable, wait_for_agent
 
     try:
         return wait_for_agent(service.pid, 20).path

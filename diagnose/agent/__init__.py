@@ -20,21 +20,21 @@ def start(nvtx: bool = False, follow_forks: bool = True) -> Path:
     ``nvtx``: mirror OpenTelemetry spans as NVTX ranges (needs the ``nvtx`` package).
     ``follow_forks``: a forked child starts its own agent. Raises AgentError.
     """
-    from diagnose.agent.runtime import start as _start
+    from diagnose.agent.inproc.runtime import start as _start
 
     return _start(nvtx=nvtx, follow_forks=follow_forks)
 
 
 def start_from_env() -> Path:
     """start() configured by DIAGNOSE_AGENT_NVTX and DIAGNOSE_AGENT_FORKS."""
-    from diagnose.agent.runtime import start_from_env as _start
+    from diagnose.agent.inproc.runtime import start_from_env as _start
 
     return _start()
 
 
 def stop() -> None:
     """Stop the agent of this process (ends a running capture, removes the socket)."""
-    from diagnose.agent.runtime import stop as _stop
+    from diagnose.agent.inproc.runtime import stop as _stop
 
     _stop()
 

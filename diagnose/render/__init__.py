@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from diagnose.render.base import Renderer
-from diagnose.render.json_renderer import JsonRenderer
-from diagnose.render.markdown import MarkdownRenderer
+from diagnose.render.findings_json import JsonRenderer
+from diagnose.render.markdown.report import MarkdownRenderer
 
 RENDERERS: dict[str, type[Renderer]] = {r.format: r for r in (MarkdownRenderer, JsonRenderer)}
 

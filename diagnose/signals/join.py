@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from diagnose.rules.frame_catalog import PARKED
-from diagnose.signals.kineto.intervals import merge, overlap_each
-from diagnose.signals.spans import Span, stage_of
+from diagnose.traces.intervals import merge, overlap_each
+from diagnose.signals.spans.analytics import Span, stage_of
 from diagnose.signals.stacks import Frame
 
 TOP = 5

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from diagnose.signals.kineto.analysis import TimelineOptions
+from diagnose.traces.report import TimelineOptions
 
 NS_PER_US = 1_000
 

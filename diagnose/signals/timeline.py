@@ -20,16 +20,16 @@ from diagnose.rules.gpu_specs import (GPU_SPECS, OVERRIDE_FILE, Fingerprint, Gpu
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.cpu import load_sources, window_events
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
-from diagnose.signals.kineto.analysis import TimelineOptions, TraceReport, analyze_trace
-from diagnose.signals.kineto.devices import DeviceProps
-from diagnose.signals.kineto.reader import TraceReadError, read_trace
-from diagnose.signals.kineto.roofline import Peak
-from diagnose.signals.kineto.signals import trace_signals
+from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
+from diagnose.traces.devices import DeviceProps
+from diagnose.traces.reader import TraceReadError, read_trace
+from diagnose.traces.roofline import Peak
+from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
-from diagnose.signals.span_signals import NO_SPANS, llm_signals, request_signals
-from diagnose.signals.spans import SpanSet, parse_spans, request_summary
-from diagnose.signals.spans_llm import llm_summary
-from diagnose.signals.spans_tail import gc_pauses, tail_summary
+from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
+from diagnose.signals.spans.analytics import SpanSet, parse_spans, request_summary
+from diagnose.signals.spans.llm import llm_summary
+from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.stacks import classify, segments_from_chrometrace
 
 TORCH_INDEX = "torch.jsonl"

@@ -17,16 +17,16 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import get_current_worker
 
-from diagnose.analysis import analyze
+from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
-from diagnose.finish import analyze_and_write
-from diagnose.tui.adapt_results import results_view
+from diagnose.pipeline import analyze_and_write
+from diagnose.tui.results.adapt import results_view
 from diagnose.tui.export import available, export
-from diagnose.tui.feed import LiveFeed, LiveSession, replay_view
+from diagnose.tui.live.feed import LiveFeed, LiveSession, replay_view
 from diagnose.tui.help import HelpScreen
-from diagnose.tui.live import LiveScreen
+from diagnose.tui.live.screen import LiveScreen
 from diagnose.tui.messages import CaptureEnded, LiveUpdate, ProgressUpdate, ResultsData, ResultsReady
-from diagnose.tui.results import ResultsScreen
+from diagnose.tui.results.screen import ResultsScreen
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 
 POLL_S = 0.5  # header and CPU series refresh; each redraw costs the capture's process GIL time

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from diagnose.capture import Capture, CaptureResult
+from diagnose.capture.session import Capture, CaptureResult
 
 
 def tui_capable(no_tui: bool = False) -> bool:
@@ -36,7 +36,7 @@ def capture_with_view(capture: Capture, stop: threading.Event, no_tui: bool = Fa
     """
     if tui_capable(no_tui):
         return run_live_tui(capture, stop, export_dir or capture.out_dir)
-    from diagnose.progress import live_progress
+    from diagnose.capture.progress import live_progress
 
     with live_progress(line_capable(no_tui)) as progress:
         return capture.run(stop, progress)
@@ -46,7 +46,7 @@ def run_live_tui(capture: Capture, stop: threading.Event, export_dir: Path) -> C
     """The capture runs in its own thread while the App owns the terminal; the capture always
     ends and is joined before this returns, whatever happened to the UI."""
     from diagnose.tui.app import make_app
-    from diagnose.tui.feed import LiveSession
+    from diagnose.tui.live.feed import LiveSession
 
     session = LiveSession(capture, stop)
     app = make_app(session=session, export_dir=export_dir)
@@ -68,7 +68,7 @@ def run_live_tui(capture: Capture, stop: threading.Event, export_dir: Path) -> C
 def browse_bundle(bundle: Path, no_tui: bool = False, export_dir: Path | None = None,
                   live: bool = False) -> int:
     """``diagnose tui BUNDLE``. Raises BundleError when ``bundle`` is not a bundle. Returns 0."""
-    from diagnose.analysis import analyze
+    from diagnose.verdict.analyze import analyze
     from diagnose.bundle import Bundle
     from diagnose.render import RENDERERS
 

@@ -1,0 +1,1 @@
+"""The agent's in-target side: runs inside the service, imports only the standard library (torch and OpenTelemetry lazily, when the target has them)."""

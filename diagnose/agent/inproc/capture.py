@@ -1,0 +1,228 @@
+"""One capture inside the target: torch window, spans and GC pauses for a bounded time.
+
+Runs on its own thread (``diagnose-agent-capture``) so the control socket answers at once and the
+serving threads keep serving. It wakes every DRAIN_PERIOD_S to move queued spans and GC pauses to
+the bundle streams (the hot-path hooks only append to deques), ends the torch window when it is
+due, and stops at the deadline or on ``request_stop``. Writes (see bundle conventions):
+``spans.jsonl``, ``gc.jsonl``, ``torch.jsonl`` and ``torch/trace-NNNN.json.gz``.
+
+``report()`` says, per part (torch, spans, gc), ``ok``, ``skipped`` (not requested), ``unavailable``
+or ``failed``, with the reason.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnose.agent.inproc import spans as span_hooks
+from diagnose.agent.inproc.gcpause import GcRecorder
+from diagnose.agent.inproc.records import SpanCounts, count_record
+from diagnose.agent.inproc.torchwin import DEFAULT_WINDOW_S, MAX_WINDOW_S, TorchWindow, torch_unavailable_reason
+from diagnose.bundle import BundleWriter
+
+MAX_CAPTURE_S = 3600.0
+DRAIN_PERIOD_S = 0.25
+OK, SKIPPED, UNAVAILABLE, FAILED = "ok", "skipped", "unavailable", "failed"
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    out_dir: Path
+    duration_s: float
+    torch_window_s: float = DEFAULT_WINDOW_S
+    torch: bool = True
+    spans: bool = True
+    gc: bool = True
+    record_shapes: bool = True
+    with_flops: bool = True
+    with_stack: bool = False
+    record_function: bool = True
+
+    @classmethod
+    def from_args(cls, args: dict[str, Any]) -> "CaptureRequest":
+        """Bounded: duration in (0, MAX_CAPTURE_S], torch window in [0, min(MAX_WINDOW_S, duration)]."""
+        duration = min(max(float(args["duration_s"]), 0.1), MAX_CAPTURE_S)
+        window = min(max(float(args.get("torch_window_s", DEFAULT_WINDOW_S)), 0.0), MAX_WINDOW_S, duration)
+        known = {k: v for k, v in args.items() if k in cls.__dataclass_fields__ and k not in
+                 ("out_dir", "duration_s", "torch_window_s")}
+        return cls(Path(args["out_dir"]), duration, window, **known)
+
+
+@dataclass
+class Part:
+    state: str = OK
+    reason: str | None = None
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "reason": self.reason, "counts": dict(self.counts)}
+
+
+class CaptureSession:
+    """Threading contract: construct and ``start`` on the control thread; ``request_stop`` and
+    ``report`` from any thread; everything else runs on the capture thread."""
+
+    def __init__(self, capture_id: int, request: CaptureRequest, out_dir: Path, bridge: Any):
+        self.capture_id = capture_id
+        self.request = request
+        self.out_dir = out_dir
+        self.bridge = bridge
+        self.parts = {"torch": Part(), "spans": Part(), "gc": Part()}
+        self.started_ns = time.time_ns()
+        self.ended_ns: int | None = None
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._writer = BundleWriter(out_dir)
+        self._sink = span_hooks.SpanSink()
+        self._gc = GcRecorder()
+        self._torch: TorchWindow | None = None
+        self._span_counts = SpanCounts()
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="diagnose-agent-capture", daemon=True)
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._done.wait(timeout_s)
+
+    def _run(self) -> None:
+        try:
+            self._begin()
+            self._loop()
+        except Exception as exc:  # the capture thread must end with a report, never kill the target
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._finish()
+            self.ended_ns = time.time_ns()
+            self._done.set()
+
+    def _begin(self) -> None:
+        r = self.request
+        self._begin_spans(r)
+        if r.gc:
+            self._gc.install()
+        else:
+            self.parts["gc"] = Part(SKIPPED, "not requested")
+        self._begin_torch(r)
+
+    def _begin_spans(self, r: CaptureRequest) -> None:
+        if not r.spans:
+            self.parts["spans"] = Part(SKIPPED, "not requested")
+            return
+        span_hooks.HOOKS.sink = self._sink
+        reason = span_hooks.attach()
+        if reason:
+            self.parts["spans"] = Part(UNAVAILABLE, reason)
+
+    def _begin_torch(self, r: CaptureRequest) -> None:
+        if not r.torch or r.torch_window_s <= 0:
+            self.parts["torch"] = Part(SKIPPED, "not requested (torch window 0 s)")
+            return
+        reason = torch_unavailable_reason()
+        if reason:
+            self.parts["torch"] = Part(UNAVAILABLE, reason)
+            return
+        self._torch = TorchWindow(self.out_dir, 1, r.record_shapes, r.with_flops, r.with_stack)
+        if r.record_function and self.bridge is not None:
+            self.bridge.torch_on = True
+        try:
+            self._torch.start()
+        except RuntimeError as exc:
+            self._torch = None
+            self._end_torch_mirror()
+            self.parts["torch"] = Part(FAILED, f"torch profiler did not start: {exc}")
+
+    def _loop(self) -> None:
+        deadline = time.monotonic() + self.request.duration_s
+        torch_due = time.monotonic() + self.request.torch_window_s
+        while not self._stop.wait(DRAIN_PERIOD_S):
+            self._drain()
+            now = time.monotonic()
+            if self._torch is not None and now >= torch_due:
+                self._stop_torch()
+            if now >= deadline:
+                break
+            if self.parts["spans"].state == UNAVAILABLE and self.request.spans:
+                self._retry_attach()  # the application may configure tracing while we capture
+
+    def _retry_attach(self) -> None:
+        if span_hooks.attach() is None:
+            self.parts["spans"] = Part()
+
+    def _stop_torch(self) -> None:
+        window, self._torch = self._torch, None
+        self._end_torch_mirror()
+        record = window.stop()
+        self._writer.stream("torch.jsonl").write(record)
+        part = self.parts["torch"]
+        part.counts = {"torch_traces": 1 if record["file"] else 0, "torch_trace_bytes": record.get("bytes", 0),
+                       "torch_window_s": round((record["end_ns"] - record["start_ns"]) / 1e9, 3)}
+        if record["error"]:
+            part.state, part.reason = FAILED, f"torch trace export failed: {record['error']}"
+        elif record.get("note"):
+            part.reason = record["note"]
+
+    def _end_torch_mirror(self) -> None:
+        if self.bridge is not None:
+            self.bridge.torch_on = False
+
+    def _drain(self) -> None:
+        stream = self._writer.stream("spans.jsonl") if self.request.spans else None
+        finished = self._sink.take_finished()
+        if stream is not None and finished:
+            self._write_spans(stream, finished)
+        pauses = self._gc.drain()
+        if pauses:
+            gc_stream = self._writer.stream("gc.jsonl")
+            for p in pauses:
+                gc_stream.write(p)
+
+    def _write_spans(self, stream: Any, spans: list[Any]) -> None:
+        def on_record(rec: dict[str, Any]) -> None:
+            stream.write(rec)
+            count_record(self._span_counts, rec)
+
+        span_hooks.convert(spans, on_record, self._span_counts.reject)
+
+    def _finish(self) -> None:
+        if span_hooks.HOOKS.sink is self._sink:
+            span_hooks.HOOKS.sink = None
+        self._gc.remove()
+        if self._torch is not None:
+            self._stop_torch()
+        self._drain()
+        still_open = self._sink.take_open()
+        if still_open and self.request.spans:
+            self._write_spans(self._writer.stream("spans.jsonl"), still_open)
+        self._writer.close()
+        self.parts["spans"].counts = {**self._span_counts.to_json(), "spans_dropped": self._sink.dropped}
+        self.parts["gc"].counts = {"gc_pauses": self._gc.recorded, "gc_dropped": self._gc.dropped}
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "capture_id": self.capture_id, "pid": os.getpid(), "out_dir": str(self.out_dir),
+            "started_ns": self.started_ns, "ended_ns": self.ended_ns, "running": self.running,
+            "duration_s": self.request.duration_s, "torch_window_s": self.request.torch_window_s,
+            "parts": {name: part.to_json() for name, part in self.parts.items()},
+            "error": self.error,
+        }
+
+    def abandon(self) -> None:
+        """In a forked child: this capture belongs to the parent; unhook without writing."""
+        if span_hooks.HOOKS.sink is self._sink:
+            span_hooks.HOOKS.sink = None
+        self._gc.remove()
+        self._done.set()

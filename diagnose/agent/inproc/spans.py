@@ -1,0 +1,229 @@
+"""OpenTelemetry spans from inside the target: a SpanProcessor on the global TracerProvider.
+
+The processor is added once to the provider the application configured, whenever the agent first
+finds it (at agent start, at each capture start, while a capture runs, and, with NVTX mirroring
+on, right after the application calls ``set_tracer_provider``). It is never removed (the SDK has no
+way to), so it costs two attribute reads per span while no capture runs.
+
+Threading contract: ``on_start``/``on_end`` run on the application's threads, in its hot path. They
+never raise and never do I/O: a capture's sink only appends the finished ``ReadableSpan`` to a
+bounded deque (full -> counted as dropped); the capture thread converts and writes them.
+opentelemetry is never imported unless the application imported it.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+import threading
+from collections import deque
+from typing import Any, Callable
+
+from diagnose.agent.inproc.records import SpanRejected, bound_events, make_record
+
+MAX_QUEUED_SPANS = 100_000
+MAX_OPEN_SPANS = 10_000
+
+
+class SpanSink:
+    """Spans of one capture: finished ones queued, open ones tracked for the end of the window."""
+
+    def __init__(self) -> None:
+        self.finished: deque = deque()
+        self.open: dict[int, Any] = {}
+        self.dropped = 0
+
+    def started(self, span: Any) -> None:
+        if len(self.open) < MAX_OPEN_SPANS:
+            self.open[span.context.span_id] = span
+
+    def ended(self, span: Any) -> None:
+        self.open.pop(span.context.span_id, None)
+        if len(self.finished) < MAX_QUEUED_SPANS:
+            self.finished.append(span)
+        else:
+            self.dropped += 1
+
+    def take_finished(self) -> list[Any]:
+        out = []
+        while self.finished:
+            out.append(self.finished.popleft())
+        return out
+
+    def take_open(self) -> list[Any]:
+        spans, self.open = list(self.open.values()), {}
+        return [s for s in spans if getattr(s, "end_time", None) is None]
+
+
+class SpanHooks:
+    """What the processor forwards to: the running capture's sink and the NVTX/torch bridge."""
+
+    def __init__(self) -> None:
+        self.sink: SpanSink | None = None
+        self.bridge: Any = None  # diagnose.agent.inproc.bridge.Bridge
+
+
+HOOKS = SpanHooks()
+_attached: list[Any] = []  # providers our processor was added to (kept referenced: compared by identity)
+_attach_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _processor_class() -> type:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class DiagnoseSpanProcessor(SpanProcessor):
+        """Forwards spans to the running capture (if any) and the bridge (if on); never raises."""
+
+        def on_start(self, span, parent_context=None) -> None:
+            sink, bridge = HOOKS.sink, HOOKS.bridge
+            if sink is not None:
+                sink.started(span)
+            if bridge is not None:
+                bridge.enter(span)
+
+        def on_end(self, span) -> None:
+            sink, bridge = HOOKS.sink, HOOKS.bridge
+            if bridge is not None:
+                bridge.exit(span)
+            if sink is not None:
+                sink.ended(span)
+
+    return DiagnoseSpanProcessor
+
+
+def attach() -> str | None:
+    """Add the processor to the application's global TracerProvider.
+
+    Returns None when attached (now or earlier), else why spans cannot be recorded.
+    """
+    if "opentelemetry.trace" not in sys.modules:
+        if importlib.util.find_spec("opentelemetry") is None:
+            return "opentelemetry is not installed in the target's environment"
+        return "the target has not imported opentelemetry (no tracing configured)"
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider):
+        return ("the target has no TracerProvider (opentelemetry.trace.set_tracer_provider was never "
+                "called): configure opentelemetry-sdk's TracerProvider in the service")
+    if not hasattr(provider, "add_span_processor"):
+        return (f"the target's TracerProvider is {type(provider).__name__}, which records nothing: "
+                "use opentelemetry-sdk's TracerProvider")
+    if getattr(provider, "_disabled", False):
+        return "OTEL_SDK_DISABLED is set in the target: its TracerProvider records nothing"
+    with _attach_lock:
+        if any(p is provider for p in _attached):
+            return None
+        try:
+            provider.add_span_processor(_processor_class()())
+        except (ImportError, TypeError, AttributeError) as exc:
+            return f"cannot add a span processor to {type(provider).__name__}: {exc}"
+        _attached.append(provider)
+    return None
+
+
+def is_attached() -> bool:
+    """True when our processor is on the current global TracerProvider (no side effects)."""
+    module = sys.modules.get("opentelemetry.trace")
+    if module is None:
+        return False
+    provider = module.get_tracer_provider()
+    return any(p is provider for p in _attached)
+
+
+def span_record(span: Any) -> dict[str, Any]:
+    """ReadableSpan (opentelemetry-sdk) -> spans.jsonl record. Raises SpanRejected."""
+    ctx = span.context
+    parent = span.parent
+    resource = getattr(span, "resource", None)
+    service = resource.attributes.get("service.name") if resource is not None else None
+    status = getattr(span, "status", None)
+    return make_record(
+        trace_id=ctx.trace_id, span_id=ctx.span_id,
+        parent_span_id=parent.span_id if parent is not None else None,
+        name=span.name, kind=getattr(span.kind, "name", span.kind),
+        start_ns=span.start_time, end_ns=span.end_time,
+        status=getattr(getattr(status, "status_code", None), "name", "unset"),
+        attributes=span.attributes,
+        events=bound_events((e.name, e.timestamp, e.attributes) for e in (span.events or ())),
+        service=service, source="agent",
+    )
+
+
+def convert(spans: list[Any], on_record: Callable[[dict[str, Any]], None],
+            on_reject: Callable[[str], None]) -> None:
+    for span in spans:
+        try:
+            record = span_record(span)
+        except SpanRejected as exc:
+            on_reject(exc.args[0])
+            continue
+        except (AttributeError, TypeError, ValueError) as exc:  # a foreign span type
+            on_reject(f"unreadable:{type(exc).__name__}")
+            continue
+        on_record(record)
+
+
+class _ProviderWatch:
+    """Re-attach right after the application sets its provider (wraps set_tracer_provider once)."""
+
+    def __init__(self) -> None:
+        self.installed = False
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        self.installed = True
+        module = sys.modules.get("opentelemetry.trace")
+        if module is not None:
+            self._wrap(module)
+        else:
+            sys.meta_path.insert(0, _PostImportFinder("opentelemetry.trace", self._wrap))
+
+    @staticmethod
+    def _wrap(module: Any) -> None:
+        original = module.set_tracer_provider
+
+        @functools.wraps(original)
+        def set_tracer_provider(*args: Any, **kwargs: Any) -> None:
+            original(*args, **kwargs)
+            try:
+                attach()
+            except Exception:  # the application's call must never fail because of the agent
+                pass
+
+        module.set_tracer_provider = set_tracer_provider
+
+
+class _PostImportFinder:
+    """Meta-path finder that runs ``callback(module)`` right after ``name`` is first executed."""
+
+    def __init__(self, name: str, callback: Callable[[Any], None]):
+        self.name, self.callback = name, callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None):
+        if fullname != self.name:
+            return None
+        import importlib.machinery
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, callback = spec.loader, self.callback
+        original_exec = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original_exec(module)
+            loader.exec_module = original_exec
+            try:
+                callback(module)
+            except Exception:  # never break the application's import
+                pass
+
+        loader.exec_module = exec_module  # this loader instance belongs to this spec only
+        return spec
+
+
+PROVIDER_WATCH = _ProviderWatch()

@@ -1,0 +1,140 @@
+"""Build a bundle from artifacts a user already has, so ``diagnose analyze FILES`` reads them.
+
+Each file is offered to the importers below, in order; the first whose ``sniff`` accepts it writes
+its records into a new bundle ``diagnose-import-<UTC time>/`` (same streams and manifest as a live
+capture). Every file must import: the first that cannot ends the import with ImportFailed, and the
+half-built bundle is removed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from diagnose import __version__
+from diagnose.bundle import (MANIFEST, SCHEMA_VERSION, BundleWriter, CollectorState, CollectorStatus,
+                             manifest_problem)
+from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed, Importer
+from diagnose.bundle.importers.pyspy_files import PySpyImporter
+from diagnose.bundle.importers.span_files import SpanFileImporter
+from diagnose.bundle.importers.torch_trace import TorchTraceImporter
+
+IMPORTERS: tuple[Importer, ...] = (TorchTraceImporter(), PySpyImporter(), SpanFileImporter())
+
+# What a bundle lacks when no file fed a collector's streams (its manifest status reason).
+MISSING = {
+    "pyspy": "no py-spy output among the imported files (py-spy record --format raw|speedscope|chrometrace)",
+    "agent": "no torch profiler trace among the imported files (torch.profiler export_chrome_trace)",
+    "otlp": "no span dump among the imported files (OTLP/JSON export or console exporter output)",
+    "process": "imported files carry no process metrics",
+}
+
+
+def is_bundle_input(inputs: tuple[Path, ...] | list[Path]) -> bool:
+    """One directory: an existing bundle to re-analyse (its manifest is checked when it is opened)."""
+    return len(inputs) == 1 and Path(inputs[0]).is_dir()
+
+
+MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
+def import_files(paths: list[Path], out_dir: Path) -> Path:
+    """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed."""
+    for p in paths:
+        if p.is_dir():
+            raise ImportFailed(f"{p} is a directory: pass either one bundle directory or artifact files")
+        if not p.exists():
+            raise ImportFailed(_missing(Path(p)))
+        if not p.is_file():
+            raise ImportFailed(f"{p} is not a regular file (a FIFO or a device?): pass a trace or span file")
+    writer = _create(out_dir)
+    ctx = ImportContext(writer)
+    try:
+        for path in paths:
+            try:
+                _import_one(Path(path), ctx)
+            except MALFORMED as exc:  # hand-made or corrupt content: one line, no half-built bundle
+                raise ImportFailed(f"{path}: malformed content ({type(exc).__name__}: {str(exc)[:120]})"
+                                   "; export it again from its producer") from None
+        writer.close()
+        manifest = _manifest(paths, ctx)
+        problem = manifest_problem(manifest)
+        if problem:
+            raise ImportFailed(f"{', '.join(map(str, paths))}: timestamps out of range ({problem})")
+        writer.write_manifest(manifest)
+    except BaseException:
+        writer.close()
+        shutil.rmtree(writer.path, ignore_errors=True)
+        raise
+    return writer.path
+
+
+def _missing(p: Path) -> str:
+    """Why an input that does not resolve to a file is missing, in one line."""
+    if p.is_symlink():
+        try:
+            p.resolve(strict=True)
+        except RuntimeError:  # Python < 3.13
+            return f"{p} is a symlink loop; pass the file it should point to"
+        except OSError as exc:
+            if exc.errno == 40:  # ELOOP
+                return f"{p} is a symlink loop; pass the file it should point to"
+            return f"{p} is a symlink to {os.readlink(p)}, which does not exist; pass the file itself"
+    return f"{p} does not exist"
+
+
+def _create(out_dir: Path) -> BundleWriter:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path, n = out_dir / f"diagnose-import-{stamp}", 1
+    while path.exists():
+        n += 1
+        path = out_dir / f"diagnose-import-{stamp}-{n}"
+    try:
+        path.mkdir(mode=0o700, parents=True)
+        path.chmod(0o700)
+    except OSError as exc:
+        raise ImportFailed(f"cannot create {path}: {exc.strerror or exc}; choose --out DIR you can write") from None
+    return BundleWriter(path)
+
+
+def _import_one(path: Path, ctx: ImportContext) -> None:
+    artifact = Artifact.open(path)
+    for importer in IMPORTERS:
+        if importer.sniff(artifact):
+            importer.load(artifact, ctx)
+            return
+    why = f" ({artifact.parse_error})" if artifact.parse_error else ""
+    raise ImportFailed(
+        f"{path}: not a recognised artifact{why}; pass a torch profiler trace (.json/.json.gz), an OTLP/JSON "
+        "or console-exporter span dump, or py-spy raw/speedscope/chrometrace output")
+
+
+def _manifest(paths: list[Path], ctx: ImportContext) -> dict:
+    statuses = []
+    for name in ("pyspy", "process", "agent", "otlp"):
+        if name in ctx.sources:
+            notes = "; ".join(ctx.notes.get(name, []))
+            reason = f"imported from {', '.join(ctx.sources[name])}" + (f"; {notes}" if notes else "")
+            statuses.append(CollectorStatus(name, CollectorState.OK, reason, ctx.counts.get(name, {})))
+        else:
+            statuses.append(CollectorStatus(name, CollectorState.UNAVAILABLE, MISSING[name]))
+    bounds = ctx.bounds_ns
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "diagnose", "version": __version__, "python": sys.version.split()[0]},
+        "target": {"name": "imported artifacts", "cmdline": [str(p) for p in paths]},
+        "options": {},
+        "command": list(sys.argv),
+        "imported_at_ns": time.time_ns(),
+        "started_ns": min(bounds) if bounds else None,
+        "ended_ns": max(bounds) if bounds else None,
+        "end_reason": "imported",
+        "partial": False,
+        "collectors": [s.to_json() for s in statuses],
+    }
+
+
+__all__ = ["IMPORTERS", "ImportFailed", "MANIFEST", "import_files", "is_bundle_input"]

@@ -1,0 +1,116 @@
+"""Stream a torch trace once: copy it into the bundle while gathering what its ``torch.jsonl``
+record needs (time span, GPU activity, event count, the document's metadata).
+
+One read of the file, whatever its size: the raw bytes pass through a CopyingReader into the
+bundle's copy while the trace reader's event stream (signals/kineto/reader.py ``stream_events``)
+parses them one batch (~1 MiB of JSON) at a time into a TraceSkim. Memory: a few chunks and one
+parsed batch; no columns are built (the analysis reads the copy again with ``read_trace``).
+"""
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import shutil
+from contextlib import closing, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from diagnose.bundle.importers.base import Artifact, ImportFailed
+from diagnose.traces.columns import as_float
+from diagnose.traces.reader import MAX_TS_US, EventStream, TraceReadError, stream_events
+
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
+                            "gpu_user_annotation"})
+COMPRESS_LEVEL = 5  # an uncompressed trace is stored gzipped: ~12x smaller, ~150 MB/s of JSON
+COPY_BYTES = 1 << 20
+
+
+@dataclass
+class TraceSkim:
+    """Facts gathered batch by batch as events stream past (a ``BatchSink``): the span of the
+    timed events in the trace's own µs, whether any event is a GPU one, how many events there are."""
+
+    events: int = 0
+    first_us: float = math.inf
+    last_us: float = -math.inf  # max of ts + dur
+    gpu: bool = False
+    out_of_range: int = 0  # timed events whose ts or end lies beyond MAX_TS_US (not used for the span)
+
+    def add_batch(self, events: list[Any]) -> None:
+        self.events += len(events)
+        timed = [ev for ev in events if ev.__class__ is dict and ev.get("ph") != "M"]
+        if timed:  # in numpy: ~3x faster than a loop over the events (1-2 s per GB of trace)
+            ts = _floats([ev.get("ts") for ev in timed])
+            dur = _floats([ev.get("dur") for ev in timed])
+            end = ts + np.where(np.isfinite(dur), dur, 0.0)
+            ok = np.isfinite(ts) & np.isfinite(end)
+            sane = ok & (np.abs(ts) <= MAX_TS_US) & (np.abs(end) <= MAX_TS_US)
+            self.out_of_range += int(ok.sum() - sane.sum())
+            ok = sane
+            if ok.any():
+                self.first_us = min(self.first_us, float(ts[ok].min()))
+                self.last_us = max(self.last_us, float(end[ok].max()))
+        if not self.gpu:
+            self.gpu = any(ev.__class__ is dict and isinstance(cat := ev.get("cat"), str)
+                           and cat in GPU_CATEGORIES for ev in events)
+
+    def span_us(self) -> tuple[float, float] | None:
+        """(first ts, last ts + dur) in µs of the trace's clock, or None without timed events."""
+        return (self.first_us, self.last_us) if self.first_us <= self.last_us else None
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    """Values as float64, NaN where one is not a number (read as the trace reader reads them)."""
+    try:
+        out = np.array(values, dtype=np.float64)
+        if out.ndim == 1:
+            return out
+    except (TypeError, ValueError, OverflowError):  # strings, objects, integers beyond a double
+        pass
+    return np.array([as_float(v) for v in values], dtype=np.float64)
+
+
+class CopyingReader:
+    """A binary reader over ``src`` that writes every byte it hands out to ``out``."""
+
+    def __init__(self, src: BinaryIO, out: BinaryIO):
+        self._src, self._out = src, out
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._src.read(n)
+        self._out.write(data)
+        return data
+
+    def drain(self) -> None:
+        """Copy what the consumer left unread (e.g. padding after the gzip stream's end)."""
+        shutil.copyfileobj(self._src, self._out, COPY_BYTES)
+
+
+def copy_and_skim(artifact: Artifact, dst: Path) -> tuple[TraceSkim, EventStream]:
+    """Copy ``artifact`` to ``dst`` (mode 0600), byte for byte when it is gzipped, gzip-compressed
+    in chunks when it is not, and stream its events once on the way.
+
+    A JSON document cut short yields the events before the cut (``EventStream.truncated_at_byte``).
+    Raises ImportFailed for a truncated or corrupt gzip stream, a read or write error, or a file
+    that holds no JSON document.
+    """
+    skim = TraceSkim()
+    try:
+        dst.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as raw, artifact.path.open("rb") as src, \
+                (nullcontext(raw) if artifact.gzipped
+                 else gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=COMPRESS_LEVEL)) as out:
+            tee = CopyingReader(src, out)
+            with closing(artifact.chunks(tee)) as chunks:
+                stream = stream_events(chunks, skim)
+            tee.drain()
+    except OSError as exc:
+        raise ImportFailed(f"cannot copy {artifact.path} to {dst}: {exc.strerror or exc}") from None
+    except TraceReadError as exc:
+        raise ImportFailed(f"{artifact.path}: {exc}; export the trace again with torch.profiler") from None
+    return skim, stream

@@ -1,0 +1,140 @@
+"""Runs one capture: probe and start every collector, wait for the end, stop them, write the manifest.
+
+The end comes at the deadline, when ``stop`` is set (Ctrl-C/SIGTERM), or when the target exits.
+Every collector is isolated: a failure in one is recorded in the manifest and the others go on.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from diagnose import __version__
+from diagnose.bundle import SCHEMA_VERSION, BundleWriter, CollectorState, CollectorStatus
+from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
+from diagnose.capture.target import Target
+
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Progress:
+    """A snapshot for the live progress line."""
+
+    elapsed_s: float
+    remaining_s: float
+    counts: dict[str, dict]
+    states: dict[str, str]
+
+
+@dataclass
+class CaptureResult:
+    bundle_path: Path
+    end_reason: str
+    statuses: list[CollectorStatus]
+    partial: bool
+
+    @property
+    def captured_anything(self) -> bool:
+        return any(s.state in (CollectorState.OK, CollectorState.PARTIAL) for s in self.statuses)
+
+
+@dataclass
+class Capture:
+    target: Target
+    options: CaptureOptions
+    out_dir: Path
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    collectors: tuple[Collector, ...] | None = None
+    # Set as soon as the bundle directory exists, so a live view can read the partial bundle.
+    bundle_path: Path | None = field(default=None, init=False)
+
+    def run(
+        self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
+    ) -> CaptureResult:
+        collectors = self.collectors or tuple(c() for c in COLLECTORS)
+        writer = BundleWriter.create(self.out_dir, self.target.pid, datetime.now(timezone.utc))
+        self.bundle_path = writer.path
+        started_ns = time.time_ns()
+        statuses = self._probe_and_start(collectors, writer)
+        try:
+            self._write_manifest(writer, started_ns, None, "capturing", statuses.values())
+            end_reason = self._wait(collectors, statuses, stop, on_progress)
+        finally:  # a full disk or any error: started collectors (and py-spy children) still stop
+            final = self._stop_all(collectors, statuses)
+        ended_ns = time.time_ns()
+        partial = end_reason != "duration reached" or any(
+            s.state == CollectorState.PARTIAL for s in final
+        )
+        self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial)
+        writer.close()
+        return CaptureResult(writer.path, end_reason, final, partial)
+
+    def _probe_and_start(self, collectors, writer) -> dict[str, CollectorStatus]:
+        def probe_start(c: Collector) -> CollectorStatus:
+            if c.name in self.options.skip:
+                return CollectorStatus(c.name, CollectorState.UNAVAILABLE, f"skipped (--skip {c.name})")
+            try:
+                probe = c.probe(self.target, self.options)
+                if not probe.available:
+                    return CollectorStatus(c.name, CollectorState.UNAVAILABLE, probe.reason)
+                c.start(self.target, self.options, writer)
+                return CollectorStatus(c.name, CollectorState.RUNNING)
+            except Exception as exc:  # isolation: one broken collector never stops the capture
+                return CollectorStatus(c.name, CollectorState.FAILED, f"{type(exc).__name__}: {exc}")
+
+        with ThreadPoolExecutor(max_workers=len(collectors)) as pool:
+            return {s.name: s for s in pool.map(probe_start, collectors)}
+
+    def _wait(self, collectors, statuses, stop, on_progress) -> str:
+        t0 = time.monotonic()
+        deadline = t0 + self.options.duration_s
+        running = [c for c in collectors if statuses[c.name].state == CollectorState.RUNNING]
+        while True:
+            now = time.monotonic()
+            if on_progress is not None:
+                on_progress(Progress(
+                    now - t0, max(0.0, deadline - now),
+                    {c.name: c.counts() for c in running},
+                    {n: s.state.value for n, s in statuses.items()},
+                ))
+            if stop.is_set():
+                return getattr(stop, "reason", None) or "interrupted"
+            if now >= deadline:
+                return "duration reached"
+            if not self.target.alive():
+                return "target exited"
+            if not running:
+                return "no collector could start"
+            stop.wait(min(0.25, max(0.0, deadline - now)))
+
+    def _stop_all(self, collectors, statuses) -> list[CollectorStatus]:
+        def stop_one(c: Collector) -> CollectorStatus:
+            if statuses[c.name].state != CollectorState.RUNNING:
+                return statuses[c.name]
+            try:
+                return c.stop(STOP_TIMEOUT_S)
+            except Exception as exc:
+                return CollectorStatus(c.name, CollectorState.FAILED, f"stop failed: {exc}")
+
+        with ThreadPoolExecutor(max_workers=len(collectors)) as pool:
+            return list(pool.map(stop_one, collectors))
+
+    def _write_manifest(self, writer, started_ns, ended_ns, end_reason, statuses, partial=True):
+        writer.write_manifest({
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "diagnose", "version": __version__, "python": sys.version.split()[0]},
+            "target": self.target.to_json(),
+            "options": asdict(self.options),
+            "command": self.command,
+            "started_ns": started_ns,
+            "ended_ns": ended_ns,
+            "end_reason": end_reason,
+            "partial": partial,
+            "collectors": [s.to_json() for s in statuses],
+        })

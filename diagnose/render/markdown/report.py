@@ -1,0 +1,169 @@
+"""report.md: a Markdown report that can be pasted into a ticket."""
+from __future__ import annotations
+
+import os
+import shlex
+from datetime import datetime, timezone
+from typing import Any
+
+from diagnose.model import Analysis
+from diagnose.render.base import Renderer
+
+MAX_FRAMES = 8
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "unknown"
+    if unit == "bytes" or unit == "bytes/s":
+        for scale, suffix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+            if abs(value) >= scale:
+                return f"{value / scale:.1f} {suffix}{'/s' if unit == 'bytes/s' else ''}"
+        return f"{value:.0f} {unit}"
+    if unit == "%":
+        return f"{value:.1f}%"
+    return f"{value:.3g} {unit}"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def _when(ns: int | None) -> str:
+    if not ns:
+        return "?"
+    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def reproduce_command(manifest: dict[str, Any]) -> str:
+    argv = list(manifest.get("command") or [])
+    if not argv:
+        return "diagnose attach <pid>"
+    argv[0] = "diagnose" if os.path.basename(argv[0]) in ("diagnose", "__main__.py", "-m") else argv[0]
+    return shlex.join(argv)
+
+
+class MarkdownRenderer(Renderer):
+    format = "md"
+    extension = ".md"
+
+    def render(self, analysis: Analysis, manifest: dict[str, Any]) -> str:
+        lines: list[str] = []
+        for section in (self._head, self._findings, self._timeline, self._gpus, self._stacks,
+                        self._threads, self._signals, self._not_judged, self._collectors):
+            lines += section(analysis, manifest)
+        return "\n".join(lines).rstrip() + "\n"
+
+    def _head(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        t = m.get("target") or {}
+        v = a.verdict
+        cmd = " ".join(t.get("cmdline") or []) or t.get("name", "?")
+        imported = m.get("end_reason") == "imported"
+        title = f"imported files ({_cell(cmd)[:120]})" if imported else f"pid {t.get('pid', '?')} ({_cell(cmd)[:120]})"
+        when = (f"Imported; the files' events span {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))}."
+                if imported else
+                f"Captured {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))} on "
+                f"{t.get('host', '?')} as {t.get('user', '?')}; ended by: {m.get('end_reason', '?')}"
+                + (" (**partial capture**)" if m.get("partial") else "") + ".")
+        out = [
+            f"# diagnose report: {title}",
+            "",
+            f"**Verdict: {v.quadrant.value}-bound**"
+            + (f" · act on the **{v.layer.value}** layer first" if v.layer else "")
+            + f" · confidence {v.confidence:.2f}" if v.quadrant.value != "unknown"
+            else "**Verdict: unknown** (no bottleneck signature crossed its threshold)",
+            "",
+            f"> {v.headline}",
+            "",
+            when,
+            "",
+            "## Quadrant scores",
+            "",
+        ]
+        return out + _table(["quadrant", "score"], [[q.value, f"{s:.2f}"] for q, s in v.scores.items()])
+
+    def _findings(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        out = ["## Findings", ""]
+        if not a.findings:
+            return out + ["No rule fired.", ""]
+        for f in a.findings:
+            quad = f.quadrant.value if f.quadrant else "secondary"
+            out += [f"### {f.title} ({quad} · {f.layer.value} layer · {f.severity.value} · "
+                    f"confidence {f.confidence:.2f})", "", f.summary, ""]
+            out += _table(["signal", "value", "threshold", "source"], [
+                [e.signal, _fmt(e.value, e.unit), f"{e.op} {_fmt(e.threshold, e.unit)}", e.source]
+                for e in f.evidence])
+            out += [f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)] + [""]
+        return out
+
+    def _timeline(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        from diagnose.render.markdown.timeline import latency_section, timeline_section
+
+        return latency_section(a.details) + timeline_section(a.details)
+
+    def _gpus(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        from diagnose.render.markdown.gpu import gpu_section
+
+        return gpu_section(a.details)
+
+    def _stacks(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        out = ["## Top stacks (py-spy, share of non-idle thread-time)", ""]
+        if not a.top_stacks:
+            return out + ["No stacks (see collector status).", ""]
+        for s in a.top_stacks[:5]:
+            frames = s.frames[-MAX_FRAMES:]
+            more = len(s.frames) - len(frames)
+            out += [f"**{s.share_pct:.1f}%** · {s.category} · thread `{_cell(s.thread)}`", "", "```"]
+            out += ([f"... {more} outer frames"] if more else []) + list(frames) + ["```", ""]
+        funcs = a.details.get("top_functions") or []
+        if funcs:
+            out += ["### Hot functions", ""]
+            out += _table(["function", "self %", "total %"],
+                          [[f["function"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"] for f in funcs])
+        return out
+
+    def _threads(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        if not a.threads:
+            return []
+        out = ["## Threads", ""]
+        return out + _table(["tid", "name", "CPU % of a core", "dominant category", "mostly waits in"], [
+            [t.tid, t.name, _fmt(t.cpu_pct, "%"), t.dominant_category or "-", t.wait_state or "-"]
+            for t in a.threads[:15]])
+
+    def _signals(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        out = ["## Signals", ""]
+        rows = [[s.name, _fmt(s.value, s.unit) if s.known else f"unknown: {s.reason}", s.source]
+                for s in sorted(a.signals.values(), key=lambda s: s.name)]
+        return out + _table(["signal", "value", "source"], rows)
+
+    def _not_judged(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        if not a.not_judged:
+            return []
+        return ["## Could not judge", ""] + [f"- **{n.what}**: {n.reason}" for n in a.not_judged] + [""]
+
+    def _collectors(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        out = ["## Collectors and data quality", ""]
+        out += _table(["collector", "state", "reason", "counts"], [
+            [c.get("name"), c.get("state"), c.get("reason") or "-",
+             ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
+            for c in m.get("collectors", [])])
+        dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
+        out += [f"- {k.replace('_', ' ')}: {_plain(v)}" for k, v in dq.items()] + [""]
+        out += ["## Reproduce", "", "```", reproduce_command(m), "```", ""]
+        return out
+
+
+def _plain(v: Any) -> str:
+    """A data-quality value as text: dicts as ``key = value`` pairs, not Python reprs."""
+    if isinstance(v, dict):
+        return ", ".join(f"`{k}` = {x:g}" if isinstance(x, float) else f"`{k}` = {x}" for k, x in v.items())
+    return str(v)
+
+
+__all__ = ["MarkdownRenderer", "reproduce_command"]

@@ -1,8 +1,0 @@
-"""Kernel timeline of torch profiler (Kineto) traces: a streaming reader into numpy columns
-(reader.py, scan.py, columns.py; FLOPs per op from flops.py, flop_formulas.py, op_args.py; GPUs
-from devices.py) and one analyzer per question (temporal.py, kernels.py, launch.py, gaps.py,
-steps.py, roofline.py), combined by analysis.py and turned into signals by signals.py. Pure functions of the trace; the bundle is read in diagnose/signals/timeline.py."""
-from diagnose.signals.kineto.analysis import TimelineOptions, TraceReport, analyze_trace
-from diagnose.signals.kineto.reader import KinetoTrace, TraceReadError, read_trace
-
-__all__ = ["KinetoTrace", "TimelineOptions", "TraceReadError", "TraceReport", "analyze_trace", "read_trace"]

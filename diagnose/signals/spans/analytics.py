@@ -1,0 +1,190 @@
+"""Span analytics: request latency distribution, QPS, concurrency, stage breakdown (pure).
+
+Input is the ``spans.jsonl`` records (bundle conventions; written by the in-process agent, the
+OTLP receiver or the importer). A *request* is a root span: no parent, or a parent that is not in
+the capture (its caller lives in another process). Latency percentiles use numpy's linear
+interpolation. Stage shares are the time each stage (rules/stage_catalog.py) was open inside the
+requests, over the requests' total time: ``sum_requests(stage time) / sum_requests(latency)``.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+import numpy as np
+
+from diagnose.rules.stage_catalog import STAGE_CATALOG, STAGES
+from diagnose.traces.intervals import merge
+
+MAX_SPAN_NS = 24 * 3600 * 10**9  # longer spans are clock or instrumentation errors
+PERCENTILES = (50, 90, 95, 99, 99.9)
+MAX_GROUPS = 10
+
+
+@dataclass(frozen=True)
+class Span:
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    status: str
+    attributes: dict[str, Any]
+    events: tuple[dict[str, Any], ...]
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Request:
+    """A root span with the time each stage was open inside it (ns)."""
+
+    span: Span
+    stage_ns: dict[str, int]
+
+
+@dataclass
+class SpanSet:
+    spans: list[Span]
+    invalid: dict[str, int] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+
+
+def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
+    """Typed spans; spans without an end, ending before they start or longer than 24 h are
+    counted in ``invalid`` and left out."""
+    out, invalid = [], defaultdict(int)
+    for r in records:
+        start, end = r.get("start_ns"), r.get("end_ns")
+        if type(start) is not int or type(end) is not int:
+            invalid["no_end_time" if end is None else "bad_time"] += 1
+            continue
+        if end < start:
+            invalid["end_before_start"] += 1
+            continue
+        if end - start > MAX_SPAN_NS:
+            invalid["longer_than_24h"] += 1
+            continue
+        attrs = r.get("attributes") if isinstance(r.get("attributes"), dict) else {}
+        events = tuple(e for e in r.get("events") or () if isinstance(e, dict))
+        out.append(Span(str(r.get("trace_id")), str(r.get("span_id")), r.get("parent_span_id") or None,
+                        str(r.get("name", "?")), str(r.get("kind") or "internal"), start, end,
+                        str(r.get("status") or "unset"), attrs, events))
+    ss = SpanSet(out, dict(invalid))
+    ss.requests = _requests(out)
+    return ss
+
+
+@lru_cache(maxsize=4096)
+def _stage(name: str, kind: str, keys: frozenset[str]) -> str | None:
+    for p in STAGE_CATALOG:
+        if p.kind and p.kind != kind:
+            continue
+        if p.attribute and p.attribute not in keys:
+            continue
+        if p.name and not re.search(p.name, name):
+            continue
+        return p.stage
+    return None
+
+
+def stage_of(span: Span) -> str | None:
+    return _stage(span.name, span.kind, frozenset(span.attributes))
+
+
+def _requests(spans: list[Span]) -> list[Request]:
+    ids = {(s.trace_id, s.span_id) for s in spans}
+    children: dict[tuple[str, str], list[Span]] = defaultdict(list)
+    roots = []
+    for s in spans:
+        if s.parent_span_id and (s.trace_id, s.parent_span_id) in ids:
+            children[(s.trace_id, s.parent_span_id)].append(s)
+        else:
+            roots.append(s)
+    out = []
+    for root in roots:
+        by_stage: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        stack = list(children.get((root.trace_id, root.span_id), ()))
+        while stack:
+            s = stack.pop()
+            st = stage_of(s)
+            if st:
+                by_stage[st].append((max(s.start_ns, root.start_ns), min(s.end_ns, root.end_ns)))
+            stack.extend(children.get((s.trace_id, s.span_id), ()))
+        out.append(Request(root, {st: _union(iv) for st, iv in by_stage.items()}))
+    return out
+
+
+def _union(iv: list[tuple[int, int]]) -> int:
+    a = np.array(iv, np.int64)
+    s, e = merge(a[:, 0], np.maximum(a[:, 1], a[:, 0]))
+    return int((e - s).sum())
+
+
+def latency_stats(dur_ns: np.ndarray) -> dict[str, Any]:
+    if not len(dur_ns):
+        return {"count": 0}
+    p = np.percentile(dur_ns, PERCENTILES) / 1e6
+    return {"count": int(len(dur_ns)), "mean_ms": float(dur_ns.mean() / 1e6),
+            **{f"p{str(q).replace('.', '')}_ms": float(v) for q, v in zip(PERCENTILES, p)},
+            "max_ms": float(dur_ns.max() / 1e6)}
+
+
+def concurrency(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> dict[str, float | None]:
+    """In-flight requests over [lo, hi): time-average and peak, from a sweep of starts/ends."""
+    if hi <= lo or not len(starts):
+        return {"mean": None, "max": None}
+    s, e = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+    t = np.concatenate([s, e])
+    d = np.concatenate([np.ones(len(s), np.int64), -np.ones(len(e), np.int64)])
+    order = np.lexsort((d, t))  # at equal times, ends (-1) before starts
+    t, n = t[order], np.cumsum(d[order])
+    mean = float((n[:-1] * np.diff(t)).sum() / (hi - lo))
+    return {"mean": mean, "max": float(n.max())}
+
+
+def request_summary(ss: SpanSet, window: tuple[int, int] | None) -> dict[str, Any]:
+    """Latency, QPS, concurrency vs Little's law, stage shares, per root name."""
+    reqs = ss.requests
+    if not reqs:
+        return {"requests": 0}
+    dur = np.array([r.span.dur_ns for r in reqs], np.int64)
+    starts = np.array([r.span.start_ns for r in reqs], np.int64)
+    ends = starts + dur
+    lo, hi = window if window else (int(starts.min()), int(ends.max()))
+    span_s = (hi - lo) / 1e9
+    done = int(((ends >= lo) & (ends <= hi)).sum())
+    qps = done / span_s if span_s > 0 else None
+    conc = concurrency(starts, ends, lo, hi)
+    little = qps * dur.mean() / 1e9 if qps is not None else None
+    total = int(dur.sum())
+    stage_total = {st: sum(r.stage_ns.get(st, 0) for r in reqs) for st in STAGES}
+    return {
+        "requests": len(reqs), "window_s": span_s, "qps": qps,
+        "latency": latency_stats(dur),
+        "errors": sum(1 for r in reqs if r.span.status == "error"),
+        "in_flight_measured_mean": conc["mean"], "in_flight_measured_max": conc["max"],
+        "in_flight_littles_law": little,
+        "stage_share_pct": {st: 100.0 * v / total if total else None for st, v in stage_total.items()},
+        "unstaged_pct": 100.0 * max(0, total - sum(stage_total.values())) / total if total else None,
+        "by_name": _by_name(reqs),
+    }
+
+
+def _by_name(reqs: list[Request]) -> list[dict[str, Any]]:
+    groups: dict[str, list[int]] = defaultdict(list)
+    for r in reqs:
+        groups[r.span.name].append(r.span.dur_ns)
+    top = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:MAX_GROUPS]
+    return [{"name": k, **latency_stats(np.array(v, np.int64))} for k, v in top]
+
+
+__all__ = ["Request", "Span", "SpanSet", "concurrency", "latency_stats", "parse_spans",
+           "request_summary", "stage_of"]

@@ -1,0 +1,75 @@
+"""LLM latency from spans: TTFT (time to first token) and TPOT (time per output token).
+
+Sources, in order: the gen_ai attributes (``gen_ai.server.time_to_first_token`` /
+``time_per_output_token`` in seconds, vLLM's ``gen_ai.latency.*``), else a first-token span event
+(TTFT = event time - span start). TPOT without an attribute = (latency - TTFT) / (output tokens - 1),
+output tokens from ``gen_ai.usage.output_tokens`` (or the older ``completion_tokens``).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from diagnose.rules.stage_catalog import (FIRST_TOKEN_EVENT, OUTPUT_TOKEN_ATTRIBUTES, TPOT_ATTRIBUTES,
+                                          TTFT_ATTRIBUTES)
+from diagnose.signals.spans.analytics import Span
+
+
+def _num(attrs: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    for k in keys:
+        v = attrs.get(k)
+        if type(v) in (int, float) and v == v and v >= 0:
+            return float(v)
+    return None
+
+
+def ttft_ns(span: Span) -> int | None:
+    v = _num(span.attributes, TTFT_ATTRIBUTES)
+    if v is not None:
+        return int(v * 1e9)
+    rx = re.compile(FIRST_TOKEN_EVENT)
+    for ev in span.events:
+        t = ev.get("t_ns")
+        if type(t) is int and rx.search(str(ev.get("name", ""))) and t >= span.start_ns:
+            return t - span.start_ns
+    return None
+
+
+def tpot_ns(span: Span, ttft: int | None) -> float | None:
+    v = _num(span.attributes, TPOT_ATTRIBUTES)
+    if v is not None:
+        return v * 1e9
+    tokens = _num(span.attributes, OUTPUT_TOKEN_ATTRIBUTES)
+    if ttft is None or tokens is None or tokens < 2:
+        return None
+    return (span.dur_ns - ttft) / (tokens - 1)
+
+
+def llm_summary(spans: list[Span], window_s: float | None) -> dict[str, Any]:
+    """TTFT/TPOT percentiles (ms) and output tokens per second over the window."""
+    ttft, tpot, tokens = [], [], 0.0
+    for s in spans:
+        t = ttft_ns(s)
+        p = tpot_ns(s, t)
+        n = _num(s.attributes, OUTPUT_TOKEN_ATTRIBUTES)
+        if t is None and p is None and n is None:
+            continue
+        if t is not None:
+            ttft.append(t)
+        if p is not None:
+            tpot.append(p)
+        tokens += n or 0.0
+
+    def pct(values: list[float]) -> dict[str, float | None]:
+        if not values:
+            return {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None}
+        p50, p90, p99 = np.percentile(np.array(values, float), [50, 90, 99]) / 1e6
+        return {"count": len(values), "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
+
+    return {"ttft": pct(ttft), "tpot": pct(tpot), "output_tokens": tokens,
+            "output_tokens_per_s": tokens / window_s if tokens and window_s else None}
+
+
+__all__ = ["llm_summary", "tpot_ns", "ttft_ns"]

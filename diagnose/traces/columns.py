@@ -1,0 +1,296 @@
+"""Columnar event tables built from parsed Kineto events, one batch at a time.
+
+Only what the analyzers read is kept: per complete ("X") event its category, interned name,
+pid/tid, start and duration (ns), the CPU-GPU correlation id, the op's External id, the GPU
+device/stream, FLOPs and bytes where the trace has them; flow events (ac2g and the older
+async_cpu_to_gpu/async launch flows) and thread/process names. Everything else (python_function
+events, instant events, unused args) is counted and dropped.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from diagnose.traces.flops import FLOP_OPS, op_flops_bytes
+from diagnose.traces.op_args import precision_code
+from diagnose.traces.schema import (CAT_CODE, CAT_CPU_OP, EVENT_COLUMNS, FLOW_CATS, FLOW_COLUMNS,
+                                            FLOW_END, FLOW_START, GPU_CATS, Table)
+from diagnose.traces.store import GrowingTable, PartitionedStore
+from diagnose.traces.typed import NO_ARGS, Args, decode_events
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NAN = math.nan
+_EMPTY: dict[str, Any] = {}
+_PH = itemgetter("ph")
+_PH_ATTR = attrgetter("ph")
+_FLOPS_ATTR = attrgetter("flops")
+_X_KEYS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
+# column, args key, typed.Args attribute, default where the key is absent
+_ARG_COLUMNS = (("correlation", "correlation", "correlation", -1), ("external_id", "External id", "external_id", -1),
+                ("stream", "stream", "stream", -1), ("device", "device", "device", -1),
+                ("bytes", "bytes", "bytes", _NAN))
+
+def as_int(value: Any, default: int = -1) -> int:
+    """An int64 id from a JSON value; strings like "stream 7" yield their number; else default."""
+    if type(value) is int:
+        return value if _INT64_MIN <= value <= _INT64_MAX else default
+    if isinstance(value, float) and math.isfinite(value) and _INT64_MIN <= value < _INT64_MAX:
+        return int(value)
+    if isinstance(value, str):
+        digits = "".join(ch for ch in value if ch.isdigit())
+        return int(digits) if digits and len(digits) < 19 else default
+    return default
+
+
+def as_float(value: Any) -> float:
+    """A finite float, or NaN for anything else (bare inf/NaN, strings, null, huge integers)."""
+    if type(value) is int or type(value) is float:
+        try:
+            f = float(value)
+        except OverflowError:  # an integer beyond a double (read by the tolerant parser)
+            return math.nan
+        return f if math.isfinite(f) else math.nan
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            return math.nan
+        return f if math.isfinite(f) else math.nan
+    return math.nan
+
+
+NAME_MAX_CHARS = 4096  # the longest real kernel names (CUTLASS templates) are ~2,000 characters
+
+
+def clean_name(value: Any) -> str:
+    """Names as text, at most NAME_MAX_CHARS (longer ones end in "…"), with control characters
+    (invalid in JSON strings) replaced."""
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    if len(text) > NAME_MAX_CHARS:
+        text = text[:NAME_MAX_CHARS - 1] + "…"
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+
+
+@dataclass
+class ColumnBuilder:
+    """Accumulates events batch by batch; each batch becomes numpy arrays right away."""
+
+    names: dict[str, int] = field(default_factory=dict)  # raw or cleaned name -> id
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "events": 0, "kept": 0, "flows": 0, "invalid": 0, "skipped": 0})
+    labels: list[str] = field(default_factory=list)  # name id -> text
+    store: PartitionedStore = field(default_factory=PartitionedStore)
+    flow_store: GrowingTable = field(default_factory=lambda: GrowingTable(FLOW_COLUMNS))
+
+    def add_batch(self, events: list[Any]) -> None:
+        """Append one parsed batch. Columns are gathered with C-level itemgetter/zip (the hot
+        path) and validated in numpy; odd values (strings, huge ints, null) fall back per value."""
+        self.counts["events"] += len(events)
+        try:  # every event an object with a phase: one C-level pass (3x faster than .get)
+            dicts, phs = events, list(map(_PH, events))
+        except (KeyError, TypeError):
+            dicts = [e for e in events if e.__class__ is dict]
+            phs = [e.get("ph") for e in dicts]
+        self.counts["invalid"] += len(events) - len(dicts)
+        xs, flows, meta = _by_phase(dicts, phs)
+        for e in meta:
+            self._add_metadata(e)
+        self.counts["skipped"] += len(dicts) - len(xs) - len(flows) - len(meta)
+        if xs:
+            fields = _fields(xs, _X_KEYS, (None, None, -1, -1, None, None, None))
+            self._add_complete(fields[:6], [a if a.__class__ is dict else _EMPTY for a in fields[6]])
+        if flows:
+            self._add_flows(_fields(flows, ("id", "ph", "pid", "tid", "ts", "cat"), (-1, None, -1, -1, None, None)))
+
+    def add_json_array(self, body: bytes) -> bool:
+        """Append the events of the JSON array ``body``, decoded into typed structs (typed.py);
+        False, with nothing added, when it does not decode that way (use ``add_batch``)."""
+        events = decode_events(body)
+        if events is None:
+            return False
+        self.counts["events"] += len(events)
+        xs, flows, meta = _by_phase(events, list(map(_PH_ATTR, events)))
+        for e in meta:
+            self._add_metadata({"name": e.name, "pid": e.pid, "tid": e.tid,
+                                "args": {"name": e.args.name} if e.args is not None else None})
+        self.counts["skipped"] += len(events) - len(xs) - len(flows) - len(meta)
+        if xs:
+            fields = tuple(list(map(attrgetter(k), xs)) for k in _X_KEYS)
+            self._add_complete(fields[:6], [NO_ARGS if a is None else a for a in fields[6]])
+        if flows:
+            self._add_flows(tuple(list(map(attrgetter(k), flows)) for k in ("id", "ph", "pid", "tid", "ts", "cat")))
+        return True
+
+    def _add_complete(self, fields: tuple[list[Any], ...], args: list[dict[str, Any]] | list[Args]) -> None:
+        """Complete events from their columns (cat, name, pid, tid, ts, dur) and their ``args``
+        (dicts, or typed.Args structs)."""
+        fields = fields + (args,)
+        cats = _lookup(CAT_CODE, fields[0])
+        if None in cats:  # categories nobody reads (python_function, Trace, ...): dropped here
+            idx = [i for i, c in enumerate(cats) if c is not None]
+            self.counts["skipped"] += len(cats) - len(idx)
+            if not idx:
+                return
+            fields = tuple([col[i] for i in idx] for col in fields)
+            cats = [cats[i] for i in idx]
+        _, raw, pid, tid, ts, dur, args = fields
+        nids = self._name_ids(list(raw))
+        typed = bool(args) and args[0].__class__ is Args
+        rows: dict[str, Any] = {
+            "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            **{col: (list(map(attrgetter(attr), args)) if typed else [a.get(key, default) for a in args])
+               for col, key, attr, default in _ARG_COLUMNS},
+            "flops": [_NAN] * len(cats), "precision": [0] * len(cats),
+        }
+        with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
+        ops = {i for i, n in enumerate(nids) if n in with_formula}
+        if typed:  # plus the ops that carry a flops arg
+            ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, args)) if f is not None)
+        else:
+            ops.update(i for i, a in enumerate(args) if a.get("flops") is not None)
+        for i in sorted(i for i in ops if cats[i] == CAT_CPU_OP):
+            op = args[i].op_args() if typed else args[i]
+            if op.get("Input Dims") is None and op.get("flops") is None:  # nothing to count from
+                rows["bytes"][i] = _NAN
+                continue
+            rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], op)
+            rows["precision"][i] = precision_code(op)
+        self.store.append(_validated_events(rows, self.counts))
+
+    def _name_ids(self, raw: list[Any]) -> list[int]:
+        ids = _lookup(self.names, raw)
+        get = self.names.get
+        for i in [i for i, v in enumerate(ids) if v is None]:
+            # a name new to this batch repeats in it: the first occurrence interns it
+            nid = get(raw[i]) if raw[i].__class__ is str else None
+            ids[i] = self._intern(raw[i]) if nid is None else nid
+        return ids  # type: ignore[return-value]
+
+    def _add_flows(self, fields: tuple[list[Any], ...]) -> None:
+        """Flow events from their columns (id, ph, pid, tid, ts, cat)."""
+        kinds = _lookup(FLOW_CATS, fields[5])
+        keep = [i for i, k in enumerate(kinds) if k is not None]
+        self.counts["skipped"] += len(kinds) - len(keep)
+        if not keep:
+            return
+        if len(keep) < len(kinds):
+            fields = tuple([col[i] for i in keep] for col in fields)
+        fid, ph, pid, tid, ts, _ = fields
+        rows = {"id": fid, "phase": [FLOW_START if p == "s" else FLOW_END for p in ph],
+                "kind": [k for k in kinds if k is not None], "pid": pid, "tid": tid, "ts": ts}
+        self.flow_store.append(_validated_flows(rows, self.counts))
+
+    def _intern(self, name: Any) -> int:
+        """Id of a name not seen before (or not a string); control characters are replaced."""
+        text = clean_name(name)
+        nid = self.names.get(text)
+        if nid is None:
+            nid = self.names[text] = len(self.labels)
+            self.labels.append(text)
+        if name.__class__ is str:
+            self.names[name] = nid
+        return nid
+
+    def _add_metadata(self, ev: dict[str, Any]) -> None:
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        label = clean_name(args.get("name"))
+        if ev.get("name") == "thread_name":
+            self.thread_names[(as_int(ev.get("pid")), as_int(ev.get("tid")))] = label
+        elif ev.get("name") == "process_name":
+            self.process_names[as_int(ev.get("pid"))] = label
+
+    def partitions(self) -> dict[str, Table]:
+        """gpu / runtime / cpu tables (trace µs columns ``ts``/``dur``), in file order."""
+        self.counts["skipped"] += self.store.dropped
+        self.counts["kept"] -= self.store.dropped
+        return self.store.finish()
+
+    def flows(self) -> Table:
+        return self.flow_store.finish()
+
+    def name_table(self) -> tuple[str, ...]:
+        return tuple(self.labels)
+
+
+def _by_phase(events: list[Any], phs: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """Complete ("X"), flow ("s"/"f") and metadata ("M") events; the rest is not read."""
+    return ([e for e, ph in zip(events, phs) if ph == "X"],
+            [e for e, ph in zip(events, phs) if ph == "s" or ph == "f"],
+            [e for e, ph in zip(events, phs) if ph == "M"])
+
+
+def _fields(events: list[dict[str, Any]], keys: tuple[str, ...], defaults: tuple[Any, ...]) -> tuple:
+    """Columns of ``keys``: one C-level itemgetter pass per key (4x faster than transposing
+    per-event tuples with ``zip(*...)``), ``.get`` with the default where a key is absent."""
+    out = []
+    for k, d in zip(keys, defaults):
+        try:
+            out.append(list(map(itemgetter(k), events)))
+        except KeyError:
+            out.append([e.get(k, d) for e in events])
+    return tuple(out)
+
+
+def _lookup(table: dict[Any, int], keys: list[Any]) -> list[int | None]:
+    """``table.get`` over keys; unhashable keys (a list where a string belongs) give None."""
+    get = table.get
+    try:
+        return [get(k) for k in keys]
+    except TypeError:
+        return [get(k) if k.__class__ is str else None for k in keys]
+
+
+def _int_column(values: list[Any]) -> np.ndarray:
+    """int64 ids; values numpy cannot take (strings like "stream 7", huge ints, null) one by one."""
+    try:
+        out = np.asarray(values, dtype=np.int64)
+        if out.ndim == 1:  # a column of lists ([7] for a tid) would be 2-D: read it value by value
+            return out
+    except (OverflowError, ValueError, TypeError):
+        pass
+    return np.fromiter((as_int(v) for v in values), np.int64, len(values))
+
+
+def _float_column(values: list[Any]) -> np.ndarray:
+    """float64 with NaN for anything that is not a finite number."""
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except (OverflowError, ValueError, TypeError):
+        out = None
+    if out is None or out.ndim != 1:
+        out = np.fromiter((as_float(v) for v in values), np.float64, len(values))
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+def _validated_events(rows: dict[str, list], counts: dict[str, int]) -> dict[str, np.ndarray]:
+    cols = {k: (_float_column(v) if EVENT_COLUMNS[k] is np.float64 else _int_column(v)).astype(
+        EVENT_COLUMNS[k], copy=False) for k, v in rows.items()}
+    gpu = np.isin(cols["cat"], GPU_CATS)
+    cols["stream"] = np.where(gpu & (cols["stream"] < 0), cols["tid"], cols["stream"])
+    cols["device"] = np.where(gpu & (cols["device"] < 0), cols["pid"], cols["device"])
+    ok = np.isfinite(cols["ts"]) & np.isfinite(cols["dur"]) & (cols["dur"] >= 0)
+    bad = int(len(ok) - ok.sum())
+    counts["invalid"] += bad
+    counts["kept"] += len(ok) - bad
+    return {k: v[ok] for k, v in cols.items()} if bad else cols
+
+
+def _validated_flows(rows: dict[str, list], counts: dict[str, int]) -> dict[str, np.ndarray]:
+    cols = {k: (_float_column(v) if FLOW_COLUMNS[k] is np.float64 else _int_column(v)).astype(
+        FLOW_COLUMNS[k], copy=False) for k, v in rows.items()}
+    ok = np.isfinite(cols["ts"])
+    counts["flows"] += int(ok.sum())
+    counts["invalid"] += int(len(ok) - ok.sum())
+    return {k: v[ok] for k, v in cols.items()}
+
+
+__all__ = ["ColumnBuilder", "as_float", "as_int"]

@@ -1,0 +1,127 @@
+"""analyze_trace(trace) -> TraceReport: every kernel-timeline question answered for one trace (rank)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from diagnose.traces.devices import DeviceProps
+from diagnose.traces.gaps import (GAP_MIN_NS, HOST_GAP_MIN_NS, IdleGaps, gap_rows,
+                                          host_during_gaps, host_op_coverage_pct, idle_gaps,
+                                          torch_op_gaps)
+from diagnose.traces.kernels import category_breakdown, memcpy_breakdown, top_kernels
+from diagnose.traces.launch import SHORT_KERNEL_NS, launch_stats, sync_stats
+from diagnose.traces.reader import KinetoTrace, ReadReport, TraceMeta
+from diagnose.traces.roofline import Peak, roofline
+from diagnose.traces.steps import step_stats, training_ops_pct
+from diagnose.traces.temporal import (KERNEL_WAIT_NS, StreamIdle, TemporalBreakdown, comm_overlap,
+                                              hta_window, idle_by_stream, temporal_breakdown)
+from diagnose.traces.view import TraceView, build_view
+
+PeakLookup = Callable[[DeviceProps], "Peak | None"]
+
+
+@dataclass(frozen=True)
+class TimelineOptions:
+    """Thresholds of the kernel-timeline analysis (all overridable: diagnose/signals/params.py)."""
+
+    gap_min_ns: int = GAP_MIN_NS  # GPU idle gaps shorter than this are not gaps
+    host_gap_min_ns: int = HOST_GAP_MIN_NS  # torch-op gaps of CPU-only traces
+    kernel_wait_ns: int = KERNEL_WAIT_NS  # per-stream idle below this before a kernel: kernel wait
+    short_kernel_ns: int = SHORT_KERNEL_NS  # kernels shorter than this are short (launch-bound)
+    hta_window: bool = True  # drop GPU events of the last ProfilerStep, as HTA does
+
+
+@dataclass(frozen=True)
+class TraceReport:
+    path: str
+    meta: TraceMeta
+    read: ReadReport
+    gpu_events: int
+    temporal: TemporalBreakdown | None  # exact ns
+    temporal_hta: TemporalBreakdown | None  # HTA's whole-µs rounding, for comparison with HTA
+    streams: tuple[StreamIdle, ...]
+    gaps: IdleGaps  # GPU idle gaps; on a CPU-only trace: torch-op gaps (``gaps_source``)
+    tables: dict[str, Any]  # JSON-ready: kernels, memcpy, launches, syncs, steps, roofline, gaps
+    options: TimelineOptions = TimelineOptions()  # the thresholds this report was measured with
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_events > 0
+
+    @property
+    def gaps_source(self) -> str:
+        return "gpu" if self.has_gpu else "torch_ops"
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.meta.rank}" if self.meta.rank is not None else "rank ?"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "rank": self.meta.rank, "world_size": self.meta.world_size,
+            "devices": sorted(set(self.meta.devices)), "schema_version": self.meta.schema_version,
+            "unix_clock": self.meta.unix_clock, "read": self.read.to_json(),
+            "gpu_events": self.gpu_events,
+            "temporal": self.temporal.to_json() if self.temporal else None,
+            "temporal_hta_rounding": self.temporal_hta.to_json() if self.temporal_hta else None,
+            "idle_by_stream": [s.to_json() for s in self.streams],
+            "kernel_wait_max_us": self.options.kernel_wait_ns / 1e3,
+            "idle_gaps": {"of": self.gaps_source, "min_gap_us": self.gaps.min_gap_ns / 1e3, "count": int(len(self.gaps.start_ns)),
+                          "total_ns": self.gaps.total_ns, "share_pct": self.gaps.share_pct},
+            **self.tables,
+        }
+
+
+def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
+                  options: TimelineOptions = TimelineOptions()) -> TraceReport:
+    """All analyzers over one trace. Pure: no I/O."""
+    view = build_view(trace)
+    window = hta_window(view) if options.hta_window else np.ones(len(view.gpu), bool)
+    if not window.any():  # every GPU event in the last step: keep them rather than report none
+        window = np.ones(len(view.gpu), bool)
+    temporal = temporal_breakdown(view, window, rounded=False)
+    ig = (idle_gaps(view, window, options.gap_min_ns) if view.has_gpu
+          else torch_op_gaps(view, options.host_gap_min_ns))
+    peak = next((p for p in map(peak_of, trace.meta.device_props) if p), None) if peak_of else None
+    host_span = _host_span(view)
+    tables = {
+        "kernel_categories": category_breakdown(view),
+        "top_kernels": top_kernels(view),
+        "memcpy": memcpy_breakdown(view),
+        "launches": launch_stats(view, options.short_kernel_ns),
+        "syncs": sync_stats(view, host_span),
+        "coverage": _coverage(temporal, host_span),
+        "steps": step_stats(view),
+        "training_ops_pct": training_ops_pct(view, host_span),
+        "comm_overlap": comm_overlap(view, window),
+        "roofline": roofline(view, peak),
+        "gaps": gap_rows(view, ig),
+        "host_in_gaps": host_during_gaps(view, ig),
+        "host_op_coverage_in_gaps_pct": host_op_coverage_pct(view, ig),
+    }
+    return TraceReport(trace.path, trace.meta, trace.report, len(view.gpu), temporal,
+                       temporal_breakdown(view, window, rounded=True),
+                       tuple(idle_by_stream(view, window, options.kernel_wait_ns, rounded=False)), ig, tables,
+                       options)
+
+
+def _coverage(temporal: TemporalBreakdown | None, host_span_ns: int | None) -> dict[str, Any]:
+    """How much of the profiled host time the first-to-last-kernel window covers: one short burst
+    of kernels in a long trace says little about the GPU as a whole."""
+    window = temporal.span_ns if temporal else None
+    pct = 100.0 * min(window, host_span_ns) / host_span_ns if window is not None and host_span_ns else None
+    return {"host_span_ns": host_span_ns, "kernel_window_ns": window, "kernel_window_pct": pct}
+
+
+def _host_span(view: TraceView) -> int | None:
+    """First to last host event, torch ops and CUDA runtime calls alike: a trailing
+    cudaDeviceSynchronize lies outside every op and must not push blocked time past 100%."""
+    parts = [t for t in (view.cpu, view.runtime) if len(t)]
+    if not parts:
+        return None
+    return int(max(t["end_ns"].max() for t in parts) - min(t["start_ns"].min() for t in parts))
+
+
+__all__ = ["TimelineOptions", "TraceReport", "analyze_trace"]

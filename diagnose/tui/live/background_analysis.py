@@ -1,0 +1,119 @@
+"""The live view's analysis of the partial bundle, in a child process at low CPU priority.
+
+``analyze`` is pure Python and loads py-spy windows and torch traces with JSON parsers that hold
+the GIL for a whole file. Run in the capturing process it would stall the collector threads (the
+process collector's 10 Hz ticks); run in a child at nice +10 it cannot touch the capture's GIL,
+and the OS gives the capture and the target the cores first.
+
+Protocol (one child per capture, ``python -m diagnose.tui.live.background_analysis``): the parent writes a bundle
+path and a newline to the child's stdin; the child answers on stdout with an 8-byte big-endian
+length and a pickle of ``("ok", Analysis, manifest)`` or ``("error", message, is_bundle_error)``.
+EOF on stdin ends the child. Pickle is safe here: both ends are this package, over a private pipe.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+NICE = 10
+STOP_TIMEOUT_S = 5.0
+_LEN = 8
+
+
+class AnalysisFailed(Exception):
+    """The child could not analyse the bundle; ``bundle_error``: it was not (yet) a bundle."""
+
+    def __init__(self, message: str, bundle_error: bool = False):
+        super().__init__(message)
+        self.bundle_error = bundle_error
+
+
+class BackgroundAnalyser:
+    """Parent side. ``request`` and ``poll`` never block on the analysis; one thread at a time."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self.pending = False
+
+    def start(self) -> None:
+        """Spawn the child (imports take ~1 s of its own CPU, paid while the capture starts)."""
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "diagnose.tui.live.background_analysis"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # DEVNULL: Textual owns stderr
+
+    def request(self, path: Path) -> None:
+        """Ask for an analysis of ``path``. Raises AnalysisFailed when the child is gone."""
+        self.start()
+        try:
+            self._proc.stdin.write(str(path).encode() + b"\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise AnalysisFailed(f"analysis process ended ({exc})") from None
+        self.pending = True
+
+    def poll(self) -> tuple[Any, dict[str, Any]] | None:
+        """The answer to the last request if it is ready, else None.
+
+        Raises AnalysisFailed (the child's error, or the child ended)."""
+        if not self.pending or not select.select([self._proc.stdout], [], [], 0)[0]:
+            return None
+        head = self._proc.stdout.read(_LEN)
+        body = self._proc.stdout.read(int.from_bytes(head, "big")) if len(head) == _LEN else b""
+        self.pending = False
+        if not body:
+            raise AnalysisFailed(f"analysis process ended (exit code {self._proc.poll()})")
+        status, first, second = pickle.loads(body)
+        if status != "ok":
+            raise AnalysisFailed(first, bool(second))
+        return first, second
+
+    def close(self) -> None:
+        """End the child (idempotent)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.close()
+            proc.wait(STOP_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+def _answer(path: str) -> tuple[str, Any, Any]:
+    from diagnose.verdict.analyze import analyze
+    from diagnose.bundle import Bundle, BundleError
+
+    try:
+        bundle = Bundle.open(Path(path))
+        return "ok", analyze(bundle), bundle.manifest
+    except BundleError as exc:
+        return "error", str(exc), True
+    except Exception as exc:  # any failure is the parent's to show; the child keeps serving
+        return "error", f"{type(exc).__name__}: {exc}", False
+
+
+def main() -> None:
+    importlib.import_module("diagnose.verdict.analyze")  # import at full priority, then step back
+
+    try:
+        os.nice(NICE)
+    except OSError:  # not permitted: run at normal priority
+        pass
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        data = pickle.dumps(_answer(line.decode().strip()))
+        out.write(len(data).to_bytes(_LEN, "big") + data)
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

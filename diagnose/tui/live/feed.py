@@ -1,0 +1,190 @@
+"""The live side of the TUI: run a Capture in its own thread and read its partial bundle.
+
+Threading contract: the capture runs in the thread ``LiveSession`` starts and calls
+``on_progress`` from its wait loop; that callback only stores a reference (never blocks, never
+takes a lock the UI holds). ``LiveFeed`` is used from one Textual worker thread at a time: it
+tails the process streams and has ``analyze`` re-run on the partial bundle (in a low-priority
+child process, see analyser.py); its results reach the widgets only as messages. Nothing here
+touches Textual.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from diagnose.verdict.analyze import analyze
+from diagnose.bundle import Bundle
+from diagnose.capture.session import Capture, CaptureResult, Progress
+from diagnose.model import Analysis
+from diagnose.tui.live.adapt_gpu import gpu_history_values
+from diagnose.tui.live.adapt import header_view, live_view
+from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
+from diagnose.tui.live.series import ProcessSeries, SignalHistory
+from diagnose.tui.live.tail import JsonlTail
+from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
+
+STOPPED_FROM_TUI = "stopped from the TUI"
+
+
+class LiveSession:
+    """One capture running in a background thread, observed without blocking it."""
+
+    def __init__(self, capture: Capture, stop: threading.Event):
+        self.capture = capture
+        self.stop = stop
+        self.latest: Progress | None = None
+        self.result: CaptureResult | None = None
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        self.started_monotonic: float | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.started_monotonic = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
+        self._thread.start()
+
+    def _on_progress(self, progress: Progress) -> None:
+        self.latest = progress  # a single reference store: the capture never waits on the UI
+
+    def _run(self) -> None:
+        try:
+            self.result = self.capture.run(self.stop, self._on_progress)
+        except Exception as exc:  # handed to the main thread by the runner, which re-raises it
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def request_stop(self, reason: str = STOPPED_FROM_TUI) -> None:
+        trigger = getattr(self.stop, "trigger", None)
+        if trigger is not None:
+            trigger(reason)
+        else:
+            self.stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.is_set() and not self.done.is_set()
+
+    def join(self, timeout_s: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def header(self) -> LiveHeaderVM:
+        p = self.latest
+        target = self.capture.target.to_json()
+        status = "stopping…" if self.stopping else "capturing"
+        if p is None:
+            return header_view(target, 0.0, self.capture.options.duration_s, {}, {}, status)
+        return header_view(target, p.elapsed_s, p.remaining_s, p.counts, p.states, status)
+
+
+@dataclass
+class FeedStats:
+    """What the feed did, for tests and the benchmark: analyses received and their latency
+    (request to answer, wall seconds: the child's CPU time plus waiting at low priority)."""
+
+    analyses: int = 0
+    analysis_s_total: float = 0.0
+    analysis_s_max: float = 0.0
+
+
+class LiveFeed:
+    """Reads the partial bundle of a LiveSession; one instance per capture, one thread at a time."""
+
+    def __init__(self, session: LiveSession):
+        self.session = session
+        self.cpu = ProcessSeries()
+        self.history = SignalHistory()
+        self.stats = FeedStats()
+        self._process: JsonlTail | None = None
+        self._names: JsonlTail | None = None
+        self._analysis: Analysis | None = None
+        self._manifest: dict = {}
+        self._analysed_s: float | None = None
+        self._error: str | None = None
+        self._analyser = BackgroundAnalyser()
+        self._asked: tuple[float, Progress | None] = (0.0, None)
+
+    def start(self) -> None:
+        """Spawn the analysis child (before the App runs, see BackgroundAnalyser.start)."""
+        self._analyser.start()
+
+    @property
+    def bundle_path(self) -> Path | None:
+        return self.session.capture.bundle_path
+
+    def drain(self) -> int:
+        """Read the process records appended since the last call; returns how many."""
+        path = self.bundle_path
+        if path is None:
+            return 0
+        if self._process is None:
+            self._process, self._names = JsonlTail(path / "process.jsonl"), JsonlTail(path / "threads.jsonl")
+        for rec in self._names.read():
+            self.cpu.add_name(rec)
+        n = 0
+        for rec in self._process.read():
+            self.cpu.add(rec)
+            n += 1
+        return n
+
+    def analyse(self) -> bool:
+        """Ask the analysis child for a fresh analysis of the partial bundle, unless one is under
+        way; take its answer when ready. Never blocks. Returns True when a new analysis arrived."""
+        path = self.bundle_path
+        if path is None:
+            return False
+        try:
+            got = self._analyser.poll()
+            if got is None:
+                if not self._analyser.pending:
+                    self._asked = (time.perf_counter(), self.session.latest)
+                    self._analyser.request(path)
+                return False
+        except AnalysisFailed as exc:
+            # the manifest appears once every collector has started: not yet a bundle is no error
+            self._error = None if exc.bundle_error else str(exc)
+            return False
+        self._analysis, self._manifest = got
+        self._error = None
+        t0, p = self._asked
+        took = time.perf_counter() - t0
+        if p is not None:
+            self._analysed_s = p.elapsed_s
+            self.history.add(p.elapsed_s, gpu_history_values(self._analysis))
+        self.stats.analyses += 1
+        self.stats.analysis_s_total += took
+        self.stats.analysis_s_max = max(self.stats.analysis_s_max, took)
+        return True
+
+    def close(self) -> None:
+        """End the analysis child (idempotent); the series stay readable."""
+        self._analyser.close()
+
+    def view(self) -> LiveVM:
+        return live_view(self._analysis, self._manifest, self.cpu.snapshot(), self.history.snapshot(),
+                         self._analysed_s, self._error)
+
+
+def replay_view(bundle_path: Path) -> tuple[LiveHeaderVM, LiveVM]:
+    """The live view as it looked when a finished capture ended: every process record through the
+    same series, one analysis of the whole bundle. Raises BundleError when it is not a bundle."""
+    bundle = Bundle.open(bundle_path)
+    cpu = ProcessSeries()
+    for rec in JsonlTail(bundle.path / "threads.jsonl").read():
+        cpu.add_name(rec)
+    for rec in JsonlTail(bundle.path / "process.jsonl").read():
+        cpu.add(rec)
+    analysis = analyze(bundle)
+    m = bundle.manifest
+    elapsed_s = ((m.get("ended_ns") or 0) - (m.get("started_ns") or 0)) / 1e9
+    collectors = m.get("collectors", [])
+    header = header_view(m.get("target") or {}, max(0.0, elapsed_s), 0.0,
+                         {c["name"]: c.get("counts") or {} for c in collectors},
+                         {c["name"]: c.get("state", "?") for c in collectors}, "captured")
+    history = SignalHistory()
+    history.add(elapsed_s, gpu_history_values(analysis))
+    return header, live_view(analysis, m, cpu.snapshot(), history.snapshot(), elapsed_s)

@@ -1,0 +1,74 @@
+"""analyze(Bundle) -> Analysis: signals -> rules -> findings -> verdict. Pure apart from reading the bundle."""
+from __future__ import annotations
+
+from diagnose.bundle import Bundle
+from diagnose.model import Analysis, NotJudged
+from diagnose.verdict.overrides import split_overrides
+from diagnose.rules import RULES, Rule
+from diagnose.signals import extract
+from diagnose.verdict.evaluate import apply_overrides, decide, evaluate
+
+POOR_SAMPLING_ERROR_RATIO = 0.1
+MIN_CONFIDENT_SAMPLES = 200  # fewer py-spy samples than this (2 s at 100 Hz) lower the confidence
+GAP_FAMILIES = ("gpu.", "spans.", "kernels.", "llm.", "torch.")
+
+
+def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
+            rules: tuple[Rule, ...] = RULES) -> Analysis:
+    """Analyse a bundle (complete or partial). ``overrides``: rule thresholds and analysis
+    parameters (diagnose/overrides.py). Raises ThresholdError for a bad override, before reading."""
+    params, rule_overrides = split_overrides(overrides or {}, rules)
+    active_rules = apply_overrides(rules, rule_overrides)
+    ex = extract(bundle, params=params)
+    if rule_overrides:
+        ex.data_quality["threshold_overrides"] = dict(rule_overrides)
+    if params.changed():  # what the signals were measured with, when not the defaults
+        ex.data_quality["analysis_params"] = params.changed()
+    findings, not_judged = evaluate(active_rules, ex.signals)
+    quality = _quality_factor(ex.data_quality)
+    # Signal families that one missing source explains at once: say it once, not per rule.
+    not_judged = [n for n in not_judged if not n.what.rsplit("(", 1)[-1].startswith(GAP_FAMILIES)]
+    not_judged.extend(_coverage_gaps(ex.signals))
+    return Analysis(
+        verdict=decide(findings, quality),
+        findings=tuple(findings),
+        signals=ex.signals,
+        not_judged=tuple(not_judged),
+        top_stacks=ex.top_stacks,
+        threads=ex.threads,
+        data_quality=ex.data_quality,
+        details=ex.details,
+    )
+
+
+def _quality_factor(dq: dict) -> float:
+    """Confidence discount for thin or noisy stack data (0..1)."""
+    factor = 0.8 if (dq.get("pyspy_error_ratio") or 0.0) > POOR_SAMPLING_ERROR_RATIO else 1.0
+    samples = dq.get("pyspy_samples")
+    if samples is not None and samples < MIN_CONFIDENT_SAMPLES:
+        factor *= max(0.3, samples / MIN_CONFIDENT_SAMPLES)
+    return factor
+
+
+def _coverage_gaps(signals) -> list[NotJudged]:
+    """Quadrant questions no collector in this bundle could answer."""
+    gaps = []
+    sm, dram = signals.get("gpu.sm_active_pct"), signals.get("gpu.dram_active_pct")
+    if not (sm is not None and sm.known and dram is not None and dram.known):
+        # the GPU signal source names the real cause (no driver, MIG, exporter field off...)
+        why = next((s.reason for s in (sm, dram) if s is not None and not s.known and s.reason),
+                   "no GPU counters in this capture")
+        gaps.append(NotJudged(
+            "compute vs bandwidth on the GPU",
+            f"{why}. Without SM and DRAM activity, GPU compute-bound and bandwidth-bound cannot be "
+            "separated (NVML's GPU-Util only says a kernel was running)"))
+    idle = signals.get("gpu.idle_pct")
+    if idle is None or not idle.known:
+        gaps.append(NotJudged(
+            "GPU idle time, kernel mix and what the GPU waits for (kernel timeline)",
+            (idle.reason if idle is not None and idle.reason else "no torch profiler trace in this capture")))
+    if not any(name.startswith("spans.") and s.known for name, s in signals.items()):
+        why = next((s.reason for n, s in sorted(signals.items()) if n.startswith("spans.") and s.reason),
+                   "no stage spans in this capture: start the service under `diagnose run` or send OTLP spans")
+        gaps.append(NotJudged("request latency (P50/P99), QPS, stage breakdown", why))
+    return gaps

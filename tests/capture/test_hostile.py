@@ -1,0 +1,179 @@
+"""Hostile or unlucky conditions found by trying to break diagnose; each must stay clean."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from helpers import REPO, findings, only_bundle, run_diagnose, wait_for_capture
+
+FIXTURE = REPO / "fixtures" / "cpu" / "service-json"
+
+
+def copy_bundle(tmp_path: Path) -> Path:
+    import shutil
+
+    dst = tmp_path / "b"
+    shutil.copytree(FIXTURE, dst)
+    return dst
+
+
+def test_stopped_target_gets_no_verdict(workload, tmp_path):
+    proc = workload("json_loop")
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        res = run_diagnose("attach", str(proc.pid), "--duration", "2", "--out", str(tmp_path))
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert res.returncode == 0, res.stderr
+    doc = findings(only_bundle(tmp_path))
+    assert doc["verdict"]["quadrant"] == "unknown"
+    assert "stopped" in doc["verdict"]["headline"]
+
+
+def test_idle_target_gets_no_verdict(workload, tmp_path):
+    proc = workload("idle")
+    res = run_diagnose("attach", str(proc.pid), "--duration", "2", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    doc = findings(only_bundle(tmp_path))
+    assert doc["verdict"]["quadrant"] == "unknown" and "no load" in doc["verdict"]["headline"]
+
+
+def test_thread_id_kernel_thread_and_self_are_refused(tmp_path):
+    t = threading.Thread(target=time.sleep, args=(3,))
+    t.start()
+    res = run_diagnose("attach", str(t.native_id), "--duration", "2", "--out", str(tmp_path / "o"))
+    t.join()
+    assert res.returncode == 2 and f"is a thread of process {os.getpid()}" in res.stderr
+    res = run_diagnose("attach", "2", "--duration", "2", "--out", str(tmp_path / "o"))
+    if Path("/proc/2/stat").exists() and "kthreadd" in Path("/proc/2/stat").read_text():
+        assert res.returncode == 2 and "kernel thread" in res.stderr
+
+
+def test_nan_and_infinite_durations_are_usage_errors(tmp_path):
+    for bad in ("nan", "inf", "0.5", "1e9"):
+        res = run_diagnose("attach", "1", "--duration", bad, "--out", str(tmp_path))
+        assert res.returncode == 2, bad
+        assert "seconds" in res.stderr
+
+
+def test_sighup_mid_capture_leaves_partial_bundle_and_report(workload, tmp_path):
+    proc = workload("json_loop")
+    diag = subprocess.Popen([sys.executable, "-m", "diagnose", "attach", str(proc.pid), "--duration", "30",
+                             "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_capture(tmp_path, diag)  # its handlers are installed once it captures
+    diag.send_signal(signal.SIGHUP)
+    diag.communicate(timeout=60)
+    assert diag.returncode == 0
+    manifest = json.loads((only_bundle(tmp_path) / "manifest.json").read_text())
+    assert "SIGHUP" in manifest["end_reason"] and (only_bundle(tmp_path) / "report.md").is_file()
+
+
+def attach_odd_source(tmp_path: Path, arg: bytes):
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests/workloads/odd_source.py"), arg],
+                            stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        proc.stdout.readline()
+        t0 = time.monotonic()
+        res = run_diagnose("attach", str(proc.pid), "--duration", "3", "--out", str(tmp_path))
+        assert time.monotonic() - t0 < 30  # reading "/dev/zero" as source would never end
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert res.returncode == 0, res.stderr
+    return only_bundle(tmp_path)
+
+
+def test_frame_filename_naming_a_device(tmp_path):
+    bundle = attach_odd_source(tmp_path, b"plain")
+    assert findings(bundle)["data_quality"]["pyspy_samples"] > 10
+
+
+def test_non_utf8_argv_still_gets_a_report(tmp_path):
+    bundle = attach_odd_source(tmp_path, b"caf\xe9")
+    report = (bundle / "report.md").read_text()
+    assert "caf" in report and "not valid UTF-8" in report
+
+
+def test_malformed_manifest_is_one_line_error(tmp_path):
+    b = copy_bundle(tmp_path)
+    m = json.loads((b / "manifest.json").read_text())
+    for bad in ({"collectors": "abc"}, {"collectors": [1, 2]}, {"started_ns": "x"},
+                {"collectors": [{"name": "pyspy", "state": "weird"}]}, {"target": "x"}):
+        (b / "manifest.json").write_text(json.dumps({**m, **bad}))
+        res = run_diagnose("analyze", str(b))
+        assert res.returncode == 2, (bad, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and "malformed" in res.stderr
+
+
+def test_malformed_streams_cost_their_signals_not_the_report(tmp_path):
+    b = copy_bundle(tmp_path)
+    (b / "process.jsonl").write_text('{"t_ns": 1, "cpu_user_s": "x", "cpu_system_s": 0}\n' * 3)
+    (b / "pyspy.jsonl").write_text('{"window": 1, "file": "/dev/zero"}\n{"window": 2, "file": "../../etc/passwd"}\n')
+    res = run_diagnose("analyze", str(b), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert "cpu_signals" in doc["data_quality"]["source_errors"]
+    assert doc["verdict"]["quadrant"] == "unknown"
+
+
+def test_planted_symlink_is_never_written_through(tmp_path):
+    b = copy_bundle(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (b / "findings.json.tmp").symlink_to(victim)
+    (b / "report.md").symlink_to(victim)
+    res = run_diagnose("analyze", str(b))
+    assert res.returncode == 0, res.stderr
+    assert victim.read_text() == "precious"
+    assert not (b / "report.md").is_symlink()
+
+
+def test_runtime_dir_symlink_is_refused(tmp_path, monkeypatch):
+    from diagnose.capture.target import TargetError, runtime_dir
+
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / f"diagnose-{os.getuid()}").symlink_to(target)
+    try:
+        runtime_dir()
+        raise AssertionError("a symlinked runtime dir was accepted")
+    except TargetError as exc:
+        assert "not a directory" in str(exc)
+    assert (target.stat().st_mode & 0o777) == 0o755
+
+
+def test_agent_protocol_answers_deeply_nested_json():
+    import socket as _socket
+
+    from diagnose.agent.inproc import protocol
+    a, b = _socket.socketpair()
+    with a, b:
+        a.sendall(b"[" * 30000 + b"\n")
+        try:
+            protocol.read_message(b, 3.0)
+            raise AssertionError("nested JSON was accepted")
+        except protocol.ProtocolError as exc:
+            assert "not a JSON message" in str(exc)
+
+
+def test_import_of_hostile_files_is_one_line_exit_2(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 30000)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, words in ((deep, "malformed content"), (fifo, "not a regular file")):
+        res = run_diagnose("analyze", str(path), "--out", str(tmp_path / "out"))
+        assert res.returncode == 2, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and words in res.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

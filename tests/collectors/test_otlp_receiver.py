@@ -1,0 +1,203 @@
+"""OTLP/HTTP receiver: the real opentelemetry-exporter-otlp-proto-http exporter delivers spans
+(protobuf, gzip); OTLP/JSON with hex ids; malformed and oversized bodies answered and counted;
+nothing listening after the capture."""
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from diagnose.bundle import BundleWriter, CollectorState
+from diagnose.collectors import CaptureOptions
+from diagnose.collectors.otlp import OtlpCollector, parse_listen
+from diagnose.capture.target import resolve_target
+from helpers import SHARED_DATA, WORKLOADS, findings, only_bundle, run_diagnose
+
+OTLP_EXAMPLE = SHARED_DATA / "otlp" / "opentelemetry-proto_examples_trace.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Receiver:
+    def __init__(self, out: Path, **opts):
+        self.port = free_port()
+        self.out = out
+        out.mkdir(mode=0o700)
+        self.collector = OtlpCollector()
+        options = CaptureOptions(otlp_listen=f"127.0.0.1:{self.port}", **opts)
+        target = resolve_target(os.getppid())  # unused by the receiver; any live process
+        assert self.collector.probe(target, options).available
+        self.collector.start(target, options, BundleWriter(out))
+
+    def post(self, body: bytes, ctype: str, path: str = "/v1/traces", headers: dict | None = None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("POST", path, body=body, headers={"Content-Type": ctype, **(headers or {})})
+            resp = conn.getresponse()
+            return resp.status, resp.read(), resp.getheader("Content-Type")
+        finally:
+            conn.close()
+
+    def spans(self) -> list[dict]:
+        p = self.out / "spans.jsonl"
+        return [json.loads(x) for x in p.read_text().splitlines()] if p.is_file() else []
+
+
+@pytest.fixture
+def receiver(tmp_path):
+    made: list[Receiver] = []
+
+    def _make(**opts) -> Receiver:
+        r = Receiver(tmp_path / f"b{len(made)}", **opts)
+        made.append(r)
+        return r
+
+    yield _make
+    for r in made:
+        if r.collector._server is not None and r.collector._thread.is_alive():
+            r.collector.stop(5)
+
+
+@pytest.mark.parametrize("gzip_on", [False, True])
+def test_real_otlp_http_exporter_delivers_spans(receiver, gzip_on):
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    r = receiver()
+    provider = TracerProvider(resource=Resource.create({"service.name": "exporter-test"}))
+    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{r.port}/v1/traces",
+                                compression=Compression.Gzip if gzip_on else Compression.NoCompression)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("request", kind=trace.SpanKind.SERVER) as req:
+        req.set_attribute("http.route", "/predict")
+        with tracer.start_as_current_span("tokenize") as tok:
+            tok.add_event("tokens", {"n": 12})
+    provider.shutdown()
+    status = r.collector.stop(5)
+    assert status.state == CollectorState.OK, status
+    spans = {s["name"]: s for s in r.spans()}
+    assert set(spans) == {"request", "tokenize"}
+    ctx = req.get_span_context()
+    assert spans["request"]["trace_id"] == format(ctx.trace_id, "032x")
+    assert spans["request"]["span_id"] == format(ctx.span_id, "016x")
+    assert spans["tokenize"]["parent_span_id"] == spans["request"]["span_id"]
+    assert spans["request"]["kind"] == "server" and spans["request"]["source"] == "otlp"
+    assert spans["request"]["service"] == "exporter-test"
+    assert spans["request"]["attributes"] == {"http.route": "/predict"}
+    assert spans["tokenize"]["events"][0]["name"] == "tokens"
+    assert spans["request"]["start_ns"] == req.start_time and spans["request"]["end_ns"] == req.end_time
+    assert status.counts["requests"] == 2 and status.counts["spans"] == 2
+
+
+@pytest.mark.skipif(not OTLP_EXAMPLE.is_file(), reason="shared OTLP example absent (../shared/data/otlp)")
+def test_otlp_json_with_hex_ids(receiver):
+    r = receiver()
+    code, body, ctype = r.post(OTLP_EXAMPLE.read_bytes(), "application/json")
+    assert (code, ctype) == (200, "application/json") and json.loads(body) == {}
+    [span] = r.spans()
+    assert span["trace_id"] == "5b8efff798038103d269b633813fc60c"
+    assert span["span_id"] == "eee19b7ec3c1b174" and span["parent_span_id"] == "eee19b7ec3c1b173"
+    assert span["kind"] == "server" and span["service"] == "my.service"
+    assert span["start_ns"] == 1544712660000000000 and span["end_ns"] == 1544712661000000000
+    assert span["attributes"] == {"my.span.attr": "some value"}
+
+
+def test_malformed_and_unsupported_requests_are_answered_and_counted(receiver):
+    r = receiver()
+    assert r.post(b"\xff\x00garbage-not-protobuf\x07", "application/x-protobuf")[0] == 400
+    assert r.post(b"{not json", "application/json")[0] == 400
+    assert r.post(b'{"resourceSpans": "nope"}', "application/json")[0] == 400
+    assert r.post(b"\x1f\x8b broken gzip", "application/x-protobuf",
+                  headers={"Content-Encoding": "gzip"})[0] == 400
+    assert r.post(b"<xml/>", "text/xml")[0] == 415
+    assert r.post(b"{}", "application/json", path="/v1/metrics")[0] == 404
+    conn = http.client.HTTPConnection("127.0.0.1", r.port, timeout=5)
+    conn.request("GET", "/v1/traces")
+    assert conn.getresponse().status == 405
+    conn.close()
+    assert r.post(b'{"resourceSpans": []}', "application/json")[0] == 200  # still serving
+    status = r.collector.stop(5)
+    assert status.counts["rejected_malformed"] == 4 and status.counts["rejected_unsupported"] == 1
+    assert status.state == CollectorState.FAILED and "5 request(s) rejected" in status.reason
+
+
+def test_body_over_the_size_limit_is_refused_before_and_after_gzip(receiver):
+    r = receiver(otlp_max_body_bytes=2048)
+    code, body, _ = r.post(b"\x00" * 4096, "application/x-protobuf")
+    assert code == 413 and b"2048-byte limit" in body
+    bomb = gzip.compress(b"\x00" * (1 << 20))  # 1 MiB of zeros in about 1 KiB
+    assert len(bomb) < 2048
+    code, body, _ = r.post(bomb, "application/x-protobuf", headers={"Content-Encoding": "gzip"})
+    assert code == 413 and b"inflates beyond" in body
+    assert r.collector.stop(5).counts["rejected_too_large"] == 2
+
+
+def test_nothing_listens_after_the_capture(receiver):
+    r = receiver()
+    r.collector.stop(5)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", r.port), timeout=2).close()
+
+
+def test_listen_addresses():
+    assert parse_listen("4318") == ("127.0.0.1", 4318)
+    assert parse_listen(":4318") == ("127.0.0.1", 4318)
+    assert parse_listen("0.0.0.0:4318") == ("0.0.0.0", 4318)
+    assert parse_listen("[::1]:4318") == ("::1", 4318)
+    for bad in ("host:99999", "host:port", "[::1]4318", ""):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+    res = run_diagnose("attach", str(os.getpid()), "--otlp-listen", "localhost:http")
+    assert res.returncode == 2 and "--otlp-listen" in res.stderr and "HOST:PORT" in res.stderr
+
+
+def test_attach_with_otlp_listen_receives_a_service_spans_via_its_env(tmp_path):
+    port = free_port()
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}/v1/traces"}
+    svc = subprocess.Popen([sys.executable, str(WORKLOADS / "otlp_service.py")], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "READY" in svc.stdout.readline()
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "diagnose", "attach", str(svc.pid), "--duration", "4", "--no-tui",
+             "--skip", "pyspy", "--otlp-listen", f"127.0.0.1:{port}", "--out", str(tmp_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while True:  # the receiver is up once the port accepts
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and attach.poll() is None, attach.stderr.read()
+                time.sleep(0.05)
+        svc.stdin.write("go\n")
+        svc.stdin.flush()
+        out, err = attach.communicate(timeout=60)
+        assert attach.returncode == 0, err
+    finally:
+        svc.kill()
+        svc.wait(10)
+        for s in (svc.stdin, svc.stdout, svc.stderr):
+            s.close()
+    doc = findings(only_bundle(tmp_path))
+    otlp = {c["name"]: c for c in doc["collectors"]}["otlp"]
+    assert otlp["state"] == "ok" and otlp["counts"]["spans"] > 10, otlp
+    names = {json.loads(x)["name"] for x in (only_bundle(tmp_path) / "spans.jsonl").read_text().splitlines()}
+    assert names == {"handle", "tokenize", "generate"}

@@ -1,0 +1,173 @@
+"""Span analytics on spans recorded by the real OpenTelemetry SDK (in-memory exporter) and GC
+pauses from the agent's real gc.callbacks recorder, converted by the agent's record converter."""
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+import pytest
+
+from diagnose.agent.inproc.gcpause import GcRecorder
+from diagnose.agent.inproc.spans import span_record
+from diagnose.verdict.analyze import analyze
+from diagnose.bundle import Bundle, BundleWriter
+from diagnose.signals.spans.analytics import parse_spans, request_summary
+from diagnose.signals.spans.llm import llm_summary
+from diagnose.signals.spans.tail import gc_pauses, tail_summary
+from diagnose.signals.timeline import timeline_signals
+
+REQUESTS = 60
+SLOW_EVERY = 30  # requests 0 and 30 are slow: long queue, big body, a GC pause inside
+# The slow queue wait dwarfs any scheduling stall a loaded CI host adds to the other stages, so the
+# tail's dominant stage stays the queue (a 40 ms wait once lost to a stalled 4 ms model stage).
+SLOW_QUEUE_S = 0.3
+TOKENS = 21
+
+
+def _serve(tracer, n: int) -> None:
+    from opentelemetry import trace
+
+    slow = n % SLOW_EVERY == 0
+    with tracer.start_as_current_span("POST /generate", kind=trace.SpanKind.SERVER) as root:
+        root.set_attribute("http.request.body.size", 50_000 if slow else 1_000)
+        with tracer.start_as_current_span("queue"):
+            time.sleep(SLOW_QUEUE_S if slow else 0.001)
+        with tracer.start_as_current_span("tokenize"):
+            time.sleep(0.002)
+        with tracer.start_as_current_span("generate") as gen:
+            gen.set_attribute("gen_ai.usage.output_tokens", TOKENS)
+            time.sleep(0.002)
+            gen.add_event("first_token")
+            time.sleep(0.002)
+            if slow:
+                junk = []
+                for _ in range(2_000):
+                    node: list = []
+                    node.append(node)
+                    junk.append(node)
+                del junk
+                gc.collect(0)  # young generation only: a short, real pause
+        with tracer.start_as_current_span("serialize_response"):
+            time.sleep(0.0005)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "spans-test"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    recorder = GcRecorder()
+    # Only the slow requests' explicit gc.collect(0) may pause: an automatic full collection of the
+    # whole pytest heap (0.5 s seen late in a loaded run) would land in whichever stage allocated.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    started = time.time_ns()
+    recorder.install()
+    try:
+        for n in range(REQUESTS):
+            _serve(tracer, n)
+    finally:
+        recorder.remove()
+        gc.enable()
+        gc.unfreeze()
+    ended = time.time_ns()
+    path = tmp_path_factory.mktemp("spans") / "b"
+    path.mkdir()
+    w = BundleWriter(path)
+    for s in exporter.get_finished_spans():
+        w.stream("spans.jsonl").write(span_record(s))
+    now = time.time_ns()
+    for bad in ({"end_ns": None}, {"end_ns": now - 10**9}, {"start_ns": now - 25 * 3600 * 10**9}):
+        rec = span_record(exporter.get_finished_spans()[0])
+        rec.update({"start_ns": now, "span_id": "f" * 16}, **bad)
+        w.stream("spans.jsonl").write(rec)
+    for p in recorder.drain():
+        w.stream("gc.jsonl").write(p)
+    w.write_manifest({"schema_version": 1, "started_ns": started, "ended_ns": ended, "collectors": []})
+    w.close()
+    return Bundle.open(path)
+
+
+def _parsed(bundle):
+    ss = parse_spans(bundle.records("spans.jsonl"))
+    m = bundle.manifest
+    return ss, request_summary(ss, (m["started_ns"], m["ended_ns"]))
+
+
+def test_latency_percentiles_qps_and_littles_law(bundle):
+    ss, s = _parsed(bundle)
+    assert ss.invalid == {"no_end_time": 1, "end_before_start": 1, "longer_than_24h": 1}
+    assert s["requests"] == REQUESTS
+    lat = s["latency"]
+    assert 6.0 <= lat["p50_ms"] <= lat["p90_ms"] <= lat["p95_ms"] <= lat["p99_ms"] <= lat["p999_ms"] <= lat["max_ms"]
+    assert lat["max_ms"] >= SLOW_QUEUE_S * 1e3 and lat["p50_ms"] < 40.0
+    assert s["qps"] == pytest.approx(REQUESTS / s["window_s"])
+    # every request lies inside the window, so the sweep and Little's law agree
+    assert s["in_flight_measured_mean"] == pytest.approx(s["in_flight_littles_law"], rel=0.02)
+    assert s["in_flight_measured_max"] == 1.0  # one request at a time
+    assert s["by_name"][0]["name"] == "POST /generate"
+
+
+def test_stage_breakdown(bundle):
+    _, s = _parsed(bundle)
+    st = s["stage_share_pct"]
+    assert st["queue"] > st["postprocess"] > 0 and st["preprocess"] > 0 and st["model"] > 0
+    assert st["network"] == st["db"] == 0
+    assert sum(st.values()) + s["unstaged_pct"] == pytest.approx(100.0, abs=0.5)
+
+
+def test_tail_analysis_names_stage_size_and_gc(bundle):
+    ss, _ = _parsed(bundle)
+    pauses = gc_pauses(bundle.records("gc.jsonl"))
+    assert pauses
+    tail = tail_summary(ss.requests, pauses)
+    assert tail["requests"] == 1 and tail["cut_ms"] >= SLOW_QUEUE_S * 1e3
+    assert tail["dominant_stage"] == "queue" and tail["grown_stage"] == "queue"
+    assert tail["size_attribute"]["attribute"] == "http.request.body.size"
+    assert tail["size_attribute"]["ratio"] == 50.0
+    assert tail["gc_overlap_pct"] == 100.0 and tail["gc_share_of_tail_time_pct"] > 0
+
+
+def test_ttft_and_tpot_from_first_token_events(bundle):
+    ss, s = _parsed(bundle)
+    llm = llm_summary(ss.spans, s["window_s"])
+    assert llm["ttft"]["count"] == REQUESTS
+    assert 2.0 <= llm["ttft"]["p50_ms"] < 10.0
+    gen = [x for x in ss.spans if x.name == "generate"]
+    ev = gen[1].events[0]["t_ns"] - gen[1].start_ns
+    assert llm["tpot"]["p50_ms"] > 0
+    assert llm["output_tokens"] == TOKENS * REQUESTS
+    assert ev > 0
+
+
+def test_ttft_and_tpot_from_gen_ai_attributes():
+    from diagnose.signals.spans.analytics import Span
+
+    span = Span("t" * 32, "s" * 16, None, "chat", "server", 0, 2_000_000_000, "ok",
+                {"gen_ai.server.time_to_first_token": 0.25, "gen_ai.usage.output_tokens": 101}, ())
+    llm = llm_summary([span], 2.0)
+    assert llm["ttft"]["p50_ms"] == 250.0
+    assert llm["tpot"]["p50_ms"] == pytest.approx((2000.0 - 250.0) / 100)
+    assert llm["output_tokens_per_s"] == pytest.approx(50.5)
+
+
+def test_span_signals_rules_and_report(bundle):
+    r = timeline_signals(bundle)
+    sig = r.signals
+    assert sig["spans.p99_ms"].known and sig["spans.p99_ms"].unit == "ms"
+    assert sig["spans.qps"].value > 0 and sig["spans.tail_gc_overlap_pct"].value == 100.0
+    assert sig["llm.ttft_p50_ms"].known and sig["llm.tpot_p99_ms"].known
+    assert sig["gpu.idle_pct"].value is None and "no torch profiler trace" in sig["gpu.idle_pct"].reason
+    a = analyze(bundle)
+    assert any(f.rule_id == "secondary.gc_in_tail" for f in a.findings)
+    assert not any("request latency" in n.what for n in a.not_judged)
+    doc = json.loads(json.dumps(a.to_json()))
+    assert doc["details"]["requests"]["latency"]["count"] == REQUESTS

@@ -213,3 +213,24 @@ class Analysis:
             "data_quality": self.data_quality,
             "details": self.details,
         }
+
+
+@dataclass(frozen=True)
+class Report:
+    """One analysed bundle: what every command, view and renderer receives (diagnose/pipeline.py).
+
+    ``bundle``: the opened Bundle (renderers that export streams, e.g. a trace format, read it);
+    ``overrides``: the ``--thresholds`` the analysis ran with, so a re-render uses the same ones.
+    """
+
+    bundle: Any  # diagnose.bundle.Bundle (typed loosely: the data model imports no I/O module)
+    analysis: Analysis
+    overrides: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.bundle.manifest
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.analysis.verdict

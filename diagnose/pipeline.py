@@ -1,29 +1,145 @@
-"""After a capture (or on demand): analyse a bundle and write findings.json and report.md into it."""
+"""The one orchestrator: ``attach`` (capture -> analyse -> write documents) and ``analyse``
+(bundle -> Report). Every command and the TUI go through here and receive a Report; none analyses
+on its own, so the ``--thresholds`` a user passes reach every view and every written document.
+
+Errors: BundleError (not a bundle), ThresholdError (bad override), TargetError (no such pid,
+already attached), OSError (cannot create the bundle), DocumentsNotWritten (captured and analysed,
+but findings.json/report.md could not be written: the Report rides on the exception).
+"""
 from __future__ import annotations
 
+import os
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol
 
-from diagnose.verdict.analyze import analyze
-from diagnose.bundle import FINDINGS, REPORT, Bundle, write_private_text
-from diagnose.model import Analysis
-from diagnose.render import RENDERERS
+from diagnose.bundle import FINDINGS, REPORT, Bundle, write_private_bytes
+from diagnose.model import Report
+from diagnose.render import render
 
+if TYPE_CHECKING:
+    from diagnose.capture.session import Capture, CaptureResult
+    from diagnose.collectors import CaptureOptions
 
-def analyze_and_write(path: Path, overrides: dict[str, float] | None = None,
-                      write: bool = True) -> tuple[Bundle, Analysis]:
-    """Analyse the bundle at ``path``; with ``write`` store findings.json and report.md beside it.
-
-    Raises BundleError (not a bundle), ThresholdError (bad override), OSError (cannot write).
-    """
-    bundle = Bundle.open(path)
-    analysis = analyze(bundle, overrides)
-    if write:
-        for name, text in documents(bundle, analysis).items():
-            write_private_text(bundle.path / name, text)
-    return bundle, analysis
+# The bundle's generated files and the renderer that writes each.
+DOCUMENTS: tuple[tuple[str, str], ...] = ((FINDINGS, "json"), (REPORT, "md"))
 
 
-def documents(bundle: Bundle, analysis: Analysis) -> dict[str, str]:
+class DocumentsNotWritten(OSError):
+    """The analysis is done but its documents could not be written into the bundle."""
+
+    def __init__(self, report: Report, cause: OSError):
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.report = report
+
+
+def analyse(bundle: Bundle | Path, overrides: dict[str, float] | None = None) -> Report:
+    """Analyse a bundle (complete or partial; a path is opened first) with ``overrides``
+    (``--thresholds``: rule thresholds and analysis parameters). Raises BundleError, ThresholdError."""
+    from diagnose.verdict.analyze import analyze
+
+    b = bundle if isinstance(bundle, Bundle) else Bundle.open(Path(bundle))
+    return Report(b, analyze(b, overrides), dict(overrides or {}))
+
+
+def documents(report: Report) -> dict[str, str | bytes]:
     """The bundle's generated files, rendered: {findings.json: ..., report.md: ...}."""
-    return {FINDINGS: RENDERERS["json"]().render(analysis, bundle.manifest),
-            REPORT: RENDERERS["md"]().render(analysis, bundle.manifest)}
+    return {name: render(report, fmt) for name, fmt in DOCUMENTS}
+
+
+def write_documents(report: Report) -> tuple[Path, ...]:
+    """Write findings.json and report.md into the bundle (0600, atomically). Raises
+    DocumentsNotWritten (the Report is on it) when the bundle cannot be written."""
+    written = []
+    try:
+        for name, body in documents(report).items():
+            path = report.bundle.path / name
+            write_private_bytes(path, body.encode() if isinstance(body, str) else body)
+            written.append(path)
+    except DocumentsNotWritten:
+        raise
+    except OSError as exc:
+        raise DocumentsNotWritten(report, exc) from exc
+    return tuple(written)
+
+
+def analyse_and_write(bundle: Bundle | Path, overrides: dict[str, float] | None = None) -> Report:
+    """``analyse`` then ``write_documents``: what the end of every capture does."""
+    report = analyse(bundle, overrides)
+    write_documents(report)
+    return report
+
+
+Finish = Callable[["CaptureResult"], Report]
+
+
+class CaptureView(Protocol):
+    """How a capture is shown while it runs (diagnose/tui/runner.py picks one): it runs
+    ``capture`` until it ends and may call ``finish`` itself (the live TUI does, to show the
+    results); it returns the result and the Report when it made one."""
+
+    def run(self, capture: "Capture", stop: threading.Event, finish: Finish) -> tuple["CaptureResult", Report | None]:
+        ...
+
+
+@dataclass(frozen=True)
+class AttachRequest:
+    """What to capture and how: the target pid, collector options, where the bundle goes, the
+    command line recorded in the manifest, and the ``--thresholds`` overrides."""
+
+    pid: int
+    options: "CaptureOptions"
+    out_dir: Path
+    command: tuple[str, ...] = ()
+    overrides: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A finished attach: the capture's result and its Report (documents written)."""
+
+    capture: "CaptureResult"
+    report: Report
+
+
+def attach(request: AttachRequest, view: CaptureView) -> Attached:
+    """Capture ``request.pid`` through ``view``, analyse the bundle once with the request's
+    overrides and write its documents. Raises TargetError, OSError (bundle not created),
+    DocumentsNotWritten; Ctrl-C/SIGTERM/SIGHUP end the capture early, never the analysis."""
+    from diagnose.capture.session import Capture
+    from diagnose.capture.stop import StopFlag, install_stop_handlers, restore_signal_handlers
+    from diagnose.capture.target import AttachLock, resolve_target
+
+    target = resolve_target(request.pid)
+    stop = StopFlag()
+    finished: list[Report] = []
+    not_written: list[DocumentsNotWritten] = []
+
+    def finish(result: "CaptureResult") -> Report:  # once, whoever asks first (view or here)
+        if not finished:
+            finished.append(analyse(result.bundle_path, request.overrides))
+            try:
+                write_documents(finished[0])
+            except DocumentsNotWritten as exc:
+                not_written.append(exc)
+                raise
+        elif not_written:
+            raise not_written[0]
+        return finished[0]
+
+    if threading.current_thread() is threading.main_thread():
+        install_stop_handlers(stop)
+    os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
+    try:
+        with AttachLock(request.pid):
+            capture = Capture(target, request.options, request.out_dir, list(request.command))
+            result, report = view.run(capture, stop, finish)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            restore_signal_handlers()
+    return Attached(result, finish(result))  # the view's Report, or made now; raises if unwritten
+
+
+__all__ = ["AttachRequest", "Attached", "CaptureView", "DOCUMENTS", "DocumentsNotWritten", "Report",
+           "analyse", "analyse_and_write", "attach", "documents", "write_documents"]

@@ -81,15 +81,20 @@ def _open_private(path: Path, mode: str, exclusive: bool = False):
 
 
 def write_private_text(path: Path, text: str) -> None:
-    """Write ``text`` atomically (fresh temp file + rename) with mode 0600. Raises OSError."""
+    """Write ``text`` (UTF-8) atomically with mode 0600. Raises OSError."""
+    write_private_bytes(path, text.encode("utf-8", errors="backslashreplace"))
+
+
+def write_private_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` atomically (fresh temp file + rename) with mode 0600. Raises OSError."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         os.unlink(tmp)  # a stale temp file, or a planted symlink: removed, never followed
     except FileNotFoundError:
         pass
     try:
-        with _open_private(tmp, "w", exclusive=True) as fh:
-            fh.write(text)
+        with _open_private(tmp, "wb", exclusive=True) as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -107,8 +107,7 @@ def place(bundle: Path, stage: Path, dest: Path) -> None:
 
 
 def record(label: str, seconds: float, out: Path, facts: dict) -> dict:
-    from diagnose.verdict.analyze import analyze
-    from diagnose.bundle import Bundle
+    from diagnose.pipeline import analyse
 
     workload, quadrant = LABELS[label]
     dest = out / label
@@ -125,7 +124,7 @@ def record(label: str, seconds: float, out: Path, facts: dict) -> dict:
             child.kill()
     place(bundle, stage, dest)
     shutil.rmtree(stage, ignore_errors=True)
-    a = analyze(Bundle.open(dest))
+    a = analyse(dest).analysis
     expected = {"quadrant": quadrant, "label": label, "workload": workload, "real": True, **facts,
                 "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": seconds,
                 "verdict_at_recording": a.verdict.quadrant.value}

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from diagnose.capture.session import Capture
-from diagnose.cli import StopFlag
+from diagnose.capture.stop import StopFlag
 from diagnose.collectors import CaptureOptions
 from diagnose.capture.target import resolve_target
 from diagnose.tui.app import make_app

@@ -4,12 +4,9 @@ Exit codes: 0 ok · 1 regression found by compare · 2 usage or target error · 
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
@@ -23,17 +20,6 @@ Exit codes:
   2  usage or target error (bad pid, unwritable --out, already attached)
   3  capture failed entirely (no collector recorded anything)
 """
-
-
-class StopFlag(threading.Event):
-    """Set by Ctrl-C/SIGTERM; ``reason`` ends up in the manifest."""
-
-    reason: str | None = None
-
-    def trigger(self, reason: str) -> None:
-        if not self.is_set():
-            self.reason = reason
-        self.set()
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> "click.exceptions.Exit":
@@ -50,27 +36,6 @@ def check_out_dir(out: Path) -> Path:
     if not os.access(out, os.W_OK | os.X_OK):
         raise fail(f"output directory {out} is not writable; choose --out DIR you can write")
     return out
-
-
-STOP_SIGNALS = ((signal.SIGINT, "interrupted (SIGINT)"), (signal.SIGTERM, "terminated (SIGTERM)"),
-                (signal.SIGHUP, "hung up (SIGHUP, terminal closed)"))
-
-
-def install_stop_handlers(stop: StopFlag) -> None:
-    """During a capture, Ctrl-C, kill and a dropped SSH session end it cleanly (partial bundle)."""
-    for sig, name in STOP_SIGNALS:
-        signal.signal(sig, lambda *_a, _n=name: stop.trigger(_n))
-
-
-def _exit_on_signal(signum: int, _frame) -> None:
-    raise SystemExit(128 + signum)  # unwinds: `finally` blocks stop children (the demo's service)
-
-
-def restore_signal_handlers() -> None:
-    """Outside a capture a signal aborts (the bundle is complete); cleanup code still runs."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    signal.signal(signal.SIGHUP, _exit_on_signal)
 
 
 class Duration(click.ParamType):
@@ -100,10 +65,6 @@ THRESHOLDS_HELP = ('JSON file of overrides. Rule thresholds: {"<rule_id>:<signal
 def thresholds_option(f):
     return click.option("--thresholds", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         help=THRESHOLDS_HELP)(f)
-
-
-def show_tty(no_tui: bool) -> bool:
-    return not no_tui and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -178,43 +139,31 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None,
                 command: list[str] | None = None, thresholds: Path | None = None) -> int:
-    """Attach, capture, analyse, report. Returns the exit code."""
-    from diagnose.capture.session import Capture
+    """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code."""
+    from diagnose.capture.target import TargetError
     from diagnose.collectors import CaptureOptions
-    from diagnose.pipeline import analyze_and_write
-    from diagnose.capture.target import AttachLock, TargetError, resolve_target
-    from diagnose.tui.runner import capture_with_view
+    from diagnose.pipeline import AttachRequest, DocumentsNotWritten, attach as attach_target
+    from diagnose.tui.runner import capture_view
 
-    overrides = _load_thresholds(thresholds)  # a bad file fails before the target is touched
-    try:
-        target = resolve_target(pid)
-    except TargetError as exc:
-        raise fail(str(exc))
-    out = check_out_dir(out)
+    overrides = load_thresholds(thresholds)  # a bad file fails before the target is touched
     options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native,
                              subprocesses=subprocesses, skip=tuple(skip),
                              torch_window_s=min(torch_window, duration),  # never past --duration
-                              agent_inject=inject, otlp_listen=otlp_listen,
+                             agent_inject=inject, otlp_listen=otlp_listen,
                              gpu_rate_hz=gpu_rate, dcgm_url=dcgm)
-    stop = StopFlag()
-    install_stop_handlers(stop)
-    os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
+    request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
     try:
-        with AttachLock(pid):  # the live TUI on a terminal, else the progress line or headless
-            result = capture_with_view(Capture(target, options, out, command or list(sys.argv)),
-                                       stop, no_tui)
+        check_out_dir(out)
+        done = attach_target(request, capture_view(no_tui, out, overrides))
     except TargetError as exc:
         raise fail(str(exc))
+    except DocumentsNotWritten as exc:
+        path = exc.report.bundle.path
+        raise fail(f"captured into {path} but cannot write its report: {exc.strerror}; "
+                   f"free space there, then run `diagnose analyze {path}`", EXIT_NOTHING)
     except OSError as exc:
         raise fail(f"cannot write the bundle under {out}: {exc}", EXIT_NOTHING)
-    finally:
-        restore_signal_handlers()
-    try:
-        _, analysis = analyze_and_write(result.bundle_path, overrides)
-    except OSError as exc:
-        raise fail(f"captured into {result.bundle_path} but cannot write its report: {exc.strerror}; "
-                   f"free space there, then run `diagnose analyze {result.bundle_path}`", EXIT_NOTHING)
-    v = analysis.verdict
+    result, v = done.capture, done.report.verdict
     click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else "")
                + f", confidence {v.confidence:.2f}")
     click.echo(v.headline)
@@ -283,13 +232,25 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
     sys.exit(code)
 
 
+def format_names() -> list[str]:
+    from diagnose.render import RENDERERS
+
+    return list(RENDERERS)
+
+
+def format_help(prefix: str) -> str:
+    from diagnose.render import RENDERERS
+
+    return prefix + "; ".join(f"{name}: {r.description}" for name, r in RENDERERS.items())
+
+
 @main.command(epilog=EPILOG)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path),
                 metavar="BUNDLE | FILES...")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which a bundle built from FILES is created.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
-              show_default=True, help="What to print: a summary, findings.json or report.md.")
+@click.option("--format", "fmt", type=click.Choice(["text", *format_names()]), default="text",
+              show_default=True, help=format_help("What to print. text: a summary; "))
 @thresholds_option
 def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None) -> None:
     """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md.
@@ -297,34 +258,43 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
     Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON or
     console-exporter span dumps, py-spy raw/speedscope/chrometrace output) and analyse it.
     """
-    overrides = _load_thresholds(thresholds)  # before FILES become a bundle
-    bundle = _bundle_from_inputs(inputs, out)
-    from diagnose.bundle import FINDINGS, REPORT, BundleError, write_private_text
-    from diagnose.pipeline import analyze_and_write, documents
-    from diagnose.verdict.evaluate import ThresholdError
+    from diagnose.pipeline import DocumentsNotWritten, write_documents
+    from diagnose.render import render
+
+    overrides = load_thresholds(thresholds)  # before FILES become a bundle
+    rep = open_report(_bundle_from_inputs(inputs, out), overrides)
+    try:
+        write_documents(rep)
+    except DocumentsNotWritten as exc:
+        click.echo(f"diagnose: warning: cannot rewrite {rep.bundle.path}: {exc.strerror}; printing only",
+                   err=True)
+    if fmt != "text":
+        _echo_document(render(rep, fmt))
+        return
+    v = rep.verdict
+    click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
+    click.echo(v.headline)
+    for f in rep.analysis.findings:
+        click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
+
+
+def _echo_document(body: str | bytes) -> None:
+    if isinstance(body, bytes):
+        sys.stdout.buffer.write(body)
+        sys.stdout.flush()
+    else:
+        click.echo(body, nl=False)
+
+
+def open_report(bundle: Path, overrides: dict[str, float] | None):
+    """The pipeline's Report of ``bundle``; not a bundle is one error line and exit 2."""
+    from diagnose.bundle import BundleError
+    from diagnose.pipeline import analyse
 
     try:
-        b, analysis = analyze_and_write(bundle, overrides, write=False)
+        return analyse(bundle, overrides)
     except BundleError as exc:
         raise fail(f"{exc}; pass the directory that `diagnose attach` created")
-    except ThresholdError as exc:
-        raise fail(f"{thresholds}: {exc}")
-    docs = documents(b, analysis)
-    try:
-        for name, text in docs.items():
-            write_private_text(b.path / name, text)
-    except OSError as exc:
-        click.echo(f"diagnose: warning: cannot rewrite {b.path}: {exc.strerror}; printing only", err=True)
-    if fmt == "json":
-        click.echo(docs[FINDINGS], nl=False)
-    elif fmt == "md":
-        click.echo(docs[REPORT], nl=False)
-    else:
-        v = analysis.verdict
-        click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
-        click.echo(v.headline)
-        for f in analysis.findings:
-            click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
 
 
 def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
@@ -341,100 +311,55 @@ def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
     return bundle
 
 
-THRESHOLDS_MAX_BYTES = 1 << 20
-
-
-def _small_regular_file(path: Path, limit: int) -> str:
-    """The text of a regular file of at most ``limit`` bytes; ValueError otherwise (a FIFO would
-    block, /dev/zero never ends)."""
-    import os
-    import stat
-
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError("not a regular file")
-    with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit >> 20} MiB")
-    return data.decode("utf-8")
-
-
-def _load_thresholds(path: Path | None) -> dict[str, float] | None:
-    """The overrides in ``path``, checked against the rules and analysis parameters; a bad file
-    is one error line and exit 2."""
-    if path is None:
-        return None
-    try:
-        data = json.loads(_small_regular_file(path, THRESHOLDS_MAX_BYTES))
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        wrong = next((k for k, v in data.items() if type(v) not in (int, float)), None)
-        if wrong is not None:
-            raise ValueError(f"the value of {wrong!r} is {data[wrong]!r}, not a number")
-        overrides = {str(k): float(v) for k, v in data.items()}
-    except RecursionError:
-        raise fail(f"cannot read thresholds {path}: nested too deeply; expected a flat JSON object") from None
-    except (OSError, ValueError, TypeError, OverflowError) as exc:
-        raise fail(f"cannot read thresholds {path}: {exc}; expected "
-                   f"{{\"<rule_id>:<signal>\" or \"timeline:<parameter>_us\": number}}")
-    from diagnose.verdict.overrides import split_overrides
-    from diagnose.rules import RULES
+def load_thresholds(path: Path | None) -> dict[str, float]:
+    """The ``--thresholds`` overrides, checked against the rules and analysis parameters; a bad
+    file is one error line and exit 2, before any target or bundle is touched."""
     from diagnose.verdict.evaluate import ThresholdError
+    from diagnose.verdict.overrides import load_overrides_file
 
+    if path is None:
+        return {}
     try:
-        split_overrides(overrides, RULES)
+        return load_overrides_file(path)
     except ThresholdError as exc:
-        raise fail(f"{path}: {exc}")
-    return overrides
+        raise fail(str(exc))
 
 
 @main.command(epilog=EPILOG)
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("-f", "--format", "fmt", default="md", show_default=True,
-              help="Renderer: md or json.")
+@click.option("-f", "--format", "fmt", type=click.Choice(format_names()), default="md", show_default=True,
+              help=format_help("Renderer. "))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of stdout.")
+              help="Write to this file (mode 0600) instead of stdout.")
 @thresholds_option
 def report(bundle: Path, fmt: str, output: Path | None, thresholds: Path | None) -> None:
     """Render a bundle's analysis in another format without touching the bundle."""
-    from diagnose.verdict.analyze import analyze as run_analysis
-    from diagnose.bundle import Bundle, BundleError
-    from diagnose.render import RENDERERS
+    from diagnose.bundle import write_private_bytes
+    from diagnose.render import render
 
-    if fmt not in RENDERERS:
-        raise fail(f"unknown format {fmt!r}; choose one of {', '.join(sorted(RENDERERS))}")
-    overrides = _load_thresholds(thresholds)
+    body = render(open_report(bundle, load_thresholds(thresholds)), fmt)
+    if output is None:
+        _echo_document(body)
+        return
     try:
-        b = Bundle.open(bundle)
-    except BundleError as exc:
-        raise fail(str(exc))
-    text = RENDERERS[fmt]().render(run_analysis(b, overrides), b.manifest)
-    if output:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory")
-        click.echo(f"wrote {output}")
-    else:
-        click.echo(text, nl=False)
+        write_private_bytes(output, body.encode() if isinstance(body, str) else body)
+    except OSError as exc:
+        raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory")
+    click.echo(f"wrote {output}")
 
 
 @main.command(epilog=EPILOG)
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--live", is_flag=True, help="Show the live dashboard as it looked when the capture ended.")
 @click.option("--export-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="Where the e/j/p keys write their exports.")
+              show_default=True, help="Where the export keys write their files.")
 @click.option("--no-tui", is_flag=True, help="Print the Markdown report instead (also when not a terminal).")
-def tui(bundle: Path, live: bool, export_dir: Path, no_tui: bool) -> None:
+@thresholds_option
+def tui(bundle: Path, live: bool, export_dir: Path, no_tui: bool, thresholds: Path | None) -> None:
     """Browse a bundle: verdict, findings with evidence, stacks, GPU gaps, collectors."""
-    from diagnose.bundle import BundleError
     from diagnose.tui.runner import browse_bundle
 
-    try:
-        sys.exit(browse_bundle(bundle, no_tui, export_dir, live))
-    except BundleError as exc:
-        raise fail(f"{exc}; pass the directory that `diagnose attach` created")
+    sys.exit(browse_bundle(open_report(bundle, load_thresholds(thresholds)), no_tui, export_dir, live))
 
 
 @main.command()
@@ -464,6 +389,8 @@ def demo(duration: float, out: Path, no_tui: bool) -> None:
     from diagnose.demo.runner import DemoError, running_demo
 
     check_out_dir(out)
+    from diagnose.capture.stop import restore_signal_handlers
+
     restore_signal_handlers()  # SIGTERM while the demo starts must still stop its children
     try:
         with running_demo() as service:

@@ -1,10 +1,11 @@
-"""The live progress line on a TTY (rich); silent when headless."""
+"""Headless capture view: the live progress line on a TTY (rich), or nothing."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+import threading
 from typing import Callable, Iterator
 
-from diagnose.capture.session import Progress
+from diagnose.capture.session import Capture, CaptureResult, Progress
 
 
 def _line(p: Progress) -> str:
@@ -30,3 +31,15 @@ def live_progress(enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
     console = Console(stderr=True)
     with Live(Text(""), console=console, refresh_per_second=4, transient=True) as live:
         yield lambda p: live.update(Text.from_markup(_line(p)))
+
+
+class HeadlessView:
+    """A CaptureView (diagnose/pipeline.py) without a TUI: the progress line when ``line`` (a
+    terminal stderr), else silent. It leaves the analysis to the pipeline."""
+
+    def __init__(self, line: bool):
+        self.line = line
+
+    def run(self, capture: Capture, stop: threading.Event, finish) -> tuple[CaptureResult, None]:
+        with live_progress(self.line) as progress:
+            return capture.run(stop, progress), None

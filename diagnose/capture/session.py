@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from diagnose import __version__
-from diagnose.bundle import SCHEMA_VERSION, BundleWriter, CollectorState, CollectorStatus
+from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
 from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
+from diagnose.capture.clock import SYSTEM_CLOCK, Clock
 from diagnose.capture.target import Target
 
 STOP_TIMEOUT_S = 10.0
@@ -51,6 +50,7 @@ class Capture:
     out_dir: Path
     command: list[str] = field(default_factory=lambda: list(sys.argv))
     collectors: tuple[Collector, ...] | None = None
+    clock: Clock = SYSTEM_CLOCK  # the loop's time and waits; tests pass a FakeClock
     # Set as soon as the bundle directory exists, so a live view can read the partial bundle.
     bundle_path: Path | None = field(default=None, init=False)
 
@@ -58,16 +58,17 @@ class Capture:
         self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
     ) -> CaptureResult:
         collectors = self.collectors or tuple(c() for c in COLLECTORS)
-        writer = BundleWriter.create(self.out_dir, self.target.pid, datetime.now(timezone.utc))
+        started_ns = self.clock.time_ns()
+        when = datetime.fromtimestamp(started_ns / 1e9, timezone.utc)
+        writer = BundleWriter.create(self.out_dir, self.target.pid, when)
         self.bundle_path = writer.path
-        started_ns = time.time_ns()
         statuses = self._probe_and_start(collectors, writer)
         try:
             self._write_manifest(writer, started_ns, None, "capturing", statuses.values())
             end_reason = self._wait(collectors, statuses, stop, on_progress)
         finally:  # a full disk or any error: started collectors (and py-spy children) still stop
             final = self._stop_all(collectors, statuses)
-        ended_ns = time.time_ns()
+        ended_ns = self.clock.time_ns()
         partial = end_reason != "duration reached" or any(
             s.state == CollectorState.PARTIAL for s in final
         )
@@ -92,11 +93,11 @@ class Capture:
             return {s.name: s for s in pool.map(probe_start, collectors)}
 
     def _wait(self, collectors, statuses, stop, on_progress) -> str:
-        t0 = time.monotonic()
+        t0 = self.clock.monotonic_s()
         deadline = t0 + self.options.duration_s
         running = [c for c in collectors if statuses[c.name].state == CollectorState.RUNNING]
         while True:
-            now = time.monotonic()
+            now = self.clock.monotonic_s()
             if on_progress is not None:
                 on_progress(Progress(
                     now - t0, max(0.0, deadline - now),
@@ -111,7 +112,7 @@ class Capture:
                 return "target exited"
             if not running:
                 return "no collector could start"
-            stop.wait(min(0.25, max(0.0, deadline - now)))
+            self.clock.wait(stop, min(0.25, max(0.0, deadline - now)))
 
     def _stop_all(self, collectors, statuses) -> list[CollectorStatus]:
         def stop_one(c: Collector) -> CollectorStatus:
@@ -126,15 +127,6 @@ class Capture:
             return list(pool.map(stop_one, collectors))
 
     def _write_manifest(self, writer, started_ns, ended_ns, end_reason, statuses, partial=True):
-        writer.write_manifest({
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "diagnose", "version": __version__, "python": sys.version.split()[0]},
-            "target": self.target.to_json(),
-            "options": asdict(self.options),
-            "command": self.command,
-            "started_ns": started_ns,
-            "ended_ns": ended_ns,
-            "end_reason": end_reason,
-            "partial": partial,
-            "collectors": [s.to_json() for s in statuses],
-        })
+        writer.write_manifest(Manifest.build(
+            target=self.target.to_json(), collectors=statuses, started_ns=started_ns, ended_ns=ended_ns,
+            end_reason=end_reason, partial=partial, options=asdict(self.options), command=self.command))

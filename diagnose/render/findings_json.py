@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from diagnose import __version__
-from diagnose.model import Analysis
+from diagnose.model import Report
 from diagnose.render.base import Renderer
 
 
 class JsonRenderer(Renderer):
     format = "json"
     extension = ".json"
+    title = "JSON"
+    description = "findings.json: verdict, findings with evidence, signals, tables (machine-readable)"
+    tui_key = "j"
 
-    def render(self, analysis: Analysis, manifest: dict[str, Any]) -> str:
+    def render(self, report: Report) -> str:
+        analysis, manifest = report.analysis, report.manifest
         doc = {
             "schema_version": manifest.get("schema_version"),
             "tool_version": __version__,

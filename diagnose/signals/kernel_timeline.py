@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from diagnose.model import Signal, missing
+from diagnose.signals.catalog import unit_of
 from diagnose.traces.report import TraceReport
 
 SRC = "torch profiler trace (Kineto)"
@@ -36,7 +37,7 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
         for n in ("gpu.idle_gap_share", "gpu.idle_host_wait_pct", "kernels.short_kernel_pct",
                   "kernels.launch_delay_p99_us", "gpu.kernel_window_pct", "gpu.short_gap_idle_pct",
                   "gpu.comm_overlap_pct", "gpu.comm_exposed_pct", "gpu.comm_exposed_ms"):
-            out[n] = missing(n, _unit_of(n), SRC, why)
+            out[n] = missing(n, unit_of(n), SRC, why)
         return out
     span = _sum(gpu, lambda r: r.temporal.span_ns)
     out = {n: Signal(n, 100.0 * _sum(gpu, lambda r, f=f: getattr(r.temporal, f)) / span, "%", src)
@@ -63,12 +64,6 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
     return out
 
 
-def _unit_of(name: str) -> str:
-    """The unit a signal name ends in: ``_pct``/``_share`` are %, ``_us``/``_ms`` themselves."""
-    suffix = name.rsplit("_", 1)[-1]
-    return "%" if suffix in ("pct", "share") else suffix
-
-
 def _comm_signals(gpu: list[TraceReport], span_ns: int) -> dict[str, Signal]:
     """HTA's communication/computation overlap, and the exposed (not overlapped) part of the
     collectives as a share of the kernel windows."""
@@ -77,7 +72,7 @@ def _comm_signals(gpu: list[TraceReport], span_ns: int) -> dict[str, Signal]:
     names = ("gpu.comm_overlap_pct", "gpu.comm_exposed_pct", "gpu.comm_exposed_ms")
     if not total:
         why = "no communication (NCCL/RCCL collective) kernels in the trace"
-        return {n: missing(n, _unit_of(n), SRC, why) for n in names}
+        return {n: missing(n, unit_of(n), SRC, why) for n in names}
     exposed = sum(c["exposed_ns"] for c in comm)
     return {
         names[0]: Signal(names[0], 100.0 * sum(c["overlapped_ns"] for c in comm) / total, "%",

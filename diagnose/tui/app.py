@@ -17,22 +17,21 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import get_current_worker
 
-from diagnose.verdict.analyze import analyze
-from diagnose.bundle import Bundle
-from diagnose.pipeline import analyze_and_write
-from diagnose.tui.results.adapt import results_view
-from diagnose.tui.export import available, export
-from diagnose.tui.live.feed import LiveFeed, LiveSession, replay_view
+from diagnose.model import Report
+from diagnose.pipeline import DocumentsNotWritten
+from diagnose.render import RENDERERS
+from diagnose.tui.export import export, export_keys
 from diagnose.tui.help import HelpScreen
+from diagnose.tui.live.feed import LiveFeed, LiveSession, replay_view
 from diagnose.tui.live.screen import LiveScreen
-from diagnose.tui.messages import CaptureEnded, LiveUpdate, ProgressUpdate, ResultsData, ResultsReady
+from diagnose.tui.messages import CaptureEnded, LiveUpdate, ProgressUpdate, ResultsReady
+from diagnose.tui.results.adapt import results_view
 from diagnose.tui.results.screen import ResultsScreen
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 
 POLL_S = 0.5  # header and CPU series refresh; each redraw costs the capture's process GIL time
 ANALYSE_EVERY_S = 1.0  # provisional verdict refresh
 REPAINT_S = 5.0
-PERFETTO_NA = "not available: no 'perfetto' renderer is registered in diagnose.render.RENDERERS"
 EXIT_CHECK_S = 0.25
 _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
@@ -48,18 +47,15 @@ class DiagnoseApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "diagnose"
     ENABLE_COMMAND_PALETTE = False  # the footer's room goes to the keys that matter here
-    BINDINGS = [
-        Binding("e", "export('md')", "Markdown"),
-        Binding("j", "export('json')", "JSON"),
-        Binding("p", "export('perfetto')", "Perfetto"),
-        Binding("p", "perfetto_unavailable", "Perfetto n/a"),
+    BINDINGS = [  # one export key per registered renderer that declares one
+        *(Binding(key, f"export('{fmt}')", title) for key, fmt, title in export_keys()),
         Binding("question_mark", "help", "Help"),
         Binding("q", "stop_capture", "Stop capture"),
         Binding("ctrl+c", "stop_capture", "Stop capture", show=False, priority=True),
         Binding("q", "close", "Quit"),
     ]
 
-    def __init__(self, *, results: ResultsData | None = None, session: LiveSession | None = None,
+    def __init__(self, *, results: Report | None = None, session: LiveSession | None = None,
                  replay: tuple[LiveHeaderVM, LiveVM] | None = None, export_dir: Path | None = None):
         super().__init__()
         self.results = results
@@ -110,9 +106,9 @@ class DiagnoseApp(App[None]):
         if self.feed is not None:
             self.feed.close()
 
-    def _show_results(self, data: ResultsData) -> None:
-        self.results = data
-        screen = ResultsScreen(results_view(data.analysis, data.manifest, data.bundle_path.name))
+    def _show_results(self, report: Report) -> None:
+        self.results = report
+        screen = ResultsScreen(results_view(report.analysis, report.manifest, report.bundle.path.name))
         if self.screen_stack and isinstance(self.screen, LiveScreen):
             self.switch_screen(screen)
         else:
@@ -161,24 +157,23 @@ class DiagnoseApp(App[None]):
             self.exit()  # the runner re-raises the capture's error in the main thread
             return
         self.notify("capture ended: analysing the whole bundle…", timeout=3)
-        self._final_analysis(self.session.result.bundle_path)
+        self._final_analysis()
 
     @work(thread=True, name="final-analysis")
-    def _final_analysis(self, path: Path) -> None:
+    def _final_analysis(self) -> None:
+        # The pipeline's own finish (its --thresholds, documents written once): the runner hands
+        # the same Report back to the CLI, which never analyses again.
         try:
-            bundle, analysis = analyze_and_write(path)
-            self.post_message(ResultsReady(ResultsData(analysis, bundle.manifest, bundle.path)))
-        except OSError as exc:  # cannot write findings.json/report.md: still show the results
-            bundle = Bundle.open(path)
-            self.post_message(ResultsReady(ResultsData(analyze(bundle), bundle.manifest, bundle.path),
-                                           f"could not write findings.json/report.md: {exc}"))
+            self.post_message(ResultsReady(self.session.finish_capture()))
+        except DocumentsNotWritten as exc:  # cannot write findings.json/report.md: still show them
+            self.post_message(ResultsReady(exc.report, f"could not write findings.json/report.md: {exc}"))
 
     def on_results_ready(self, message: ResultsReady) -> None:
-        if message.data is not None and self.exit_requested:
-            self.results = message.data  # written to disk already; nobody is there to browse it
+        if self.exit_requested:
+            self.results = message.report  # written to disk already; nobody is there to browse it
             self.exit()
             return
-        self._show_results(message.data)
+        self._show_results(message.report)
         if message.error:
             self.notify(message.error, severity="error", timeout=10)
 
@@ -191,9 +186,7 @@ class DiagnoseApp(App[None]):
         if action == "close":
             return not self.capturing
         if action == "export":
-            return browsing and available(str(parameters[0]))
-        if action == "perfetto_unavailable":
-            return browsing and not available("perfetto")
+            return browsing and str(parameters[0]) in RENDERERS
         return True
 
     def action_stop_capture(self) -> None:
@@ -207,37 +200,34 @@ class DiagnoseApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen("" if available("perfetto") else PERFETTO_NA))
+            self.push_screen(HelpScreen(export_keys()))
 
     def action_export(self, fmt: str) -> None:
-        data = self.results
-        if data is None:
+        if self.results is None:
             return
         try:
-            path = export(data.analysis, data.manifest, data.bundle_path, fmt, self.export_dir)
+            path = export(self.results, fmt, self.export_dir)
         except (OSError, KeyError) as exc:
             self.notify(f"export {fmt} failed: {exc}", severity="error", timeout=8)
             return
         self.exported.append(path)
         self.notify(f"wrote {path}", title=f"export {fmt}", timeout=6)
 
-    def action_perfetto_unavailable(self) -> None:
-        self.notify(f"Perfetto export {PERFETTO_NA}", severity="warning", timeout=6)
 
-
-def make_app(bundle: Path | None = None, *, session: LiveSession | None = None, live: bool = False,
+def make_app(report: Report | None = None, *, session: LiveSession | None = None, live: bool = False,
              export_dir: Path | None = None) -> DiagnoseApp:
     """The App for the CLI and the tests.
 
-    ``bundle``: analyse it now (raises BundleError when it is not a bundle) and browse the results,
-    or with ``live`` show the live view as it looked at the bundle's end. ``session``: a capture
-    to run and watch. Exports (e/j/p) go to ``export_dir`` (default: the current directory).
+    ``report``: the pipeline's Report of a bundle (diagnose.pipeline.analyse) to browse, or with
+    ``live`` the live view as it looked at the bundle's end. ``session``: a capture to run and
+    watch. Exports go to ``export_dir`` (default: the current directory). The App never analyses
+    a bundle on its own: the live view's provisional analyses and the final Report come from the
+    pipeline with the session's overrides.
     """
-    if (bundle is None) == (session is None):
-        raise ValueError("make_app needs exactly one of bundle or session")
+    if (report is None) == (session is None):
+        raise ValueError("make_app needs exactly one of report or session")
     if session is not None:
         return DiagnoseApp(session=session, export_dir=export_dir)
     if live:
-        return DiagnoseApp(replay=replay_view(Path(bundle)), export_dir=export_dir)
-    b = Bundle.open(Path(bundle))
-    return DiagnoseApp(results=ResultsData(analyze(b), b.manifest, b.path), export_dir=export_dir)
+        return DiagnoseApp(replay=replay_view(report), export_dir=export_dir)
+    return DiagnoseApp(results=report, export_dir=export_dir)

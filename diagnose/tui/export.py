@@ -1,12 +1,11 @@
-"""Exports from the results view (keys e/j/p): any registered renderer, written 0600."""
+"""Exports from the results view: any registered renderer that declares a key, written 0600."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from diagnose.bundle import write_private_text
-from diagnose.model import Analysis
-from diagnose.render import RENDERERS
+from diagnose.bundle import write_private_bytes
+from diagnose.model import Report
+from diagnose.render import RENDERERS, renderer
 
 
 def export_path(bundle_path: Path, fmt: str, extension: str, export_dir: Path) -> Path:
@@ -15,16 +14,17 @@ def export_path(bundle_path: Path, fmt: str, extension: str, export_dir: Path) -
     return export_dir / f"{bundle_path.name}-{fmt}{extension}"
 
 
-def export(analysis: Analysis, manifest: dict[str, Any], bundle_path: Path, fmt: str,
-           export_dir: Path) -> Path:
-    """Render with ``RENDERERS[fmt]`` and write the file. Raises KeyError (no such renderer) or
+def export(report: Report, fmt: str, export_dir: Path) -> Path:
+    """Render ``report`` as ``fmt`` and write the file. Raises UnknownFormat (a KeyError) or
     OSError (export_dir not writable)."""
-    renderer = RENDERERS[fmt]()
-    path = export_path(bundle_path, fmt, renderer.extension, export_dir)
+    r = renderer(fmt)
+    path = export_path(report.bundle.path, fmt, r.extension, export_dir)
     export_dir.mkdir(parents=True, exist_ok=True)
-    write_private_text(path, renderer.render(analysis, manifest))
+    body = r.render(report)
+    write_private_bytes(path, body if isinstance(body, bytes) else body.encode())
     return path
 
 
-def available(fmt: str) -> bool:
-    return fmt in RENDERERS
+def export_keys() -> tuple[tuple[str, str, str], ...]:
+    """(key, format, footer title) for every registered renderer with a TUI key, in registry order."""
+    return tuple((r.tui_key, fmt, r.title) for fmt, r in RENDERERS.items() if r.tui_key)

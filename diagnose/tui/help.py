@@ -10,9 +10,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 KEYS = (
-    ("e", "export the Markdown report (report.md renderer)"),
-    ("j", "export findings as JSON"),
-    ("p", "export a Perfetto trace"),
     ("/", "filter findings, stacks and signals; Enter keeps it, Esc clears it"),
     ("1 … 7", "jump to a results tab (Findings … Details)"),
     ("tab / shift+tab", "move focus between the tab bar and the lists"),
@@ -36,13 +33,14 @@ TABS = (
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, perfetto_note: str = ""):
+    def __init__(self, exports: tuple[tuple[str, str, str], ...] = ()):
+        """``exports``: (key, format, title) of the registered renderers with a key."""
         super().__init__()
-        self.perfetto_note = perfetto_note
+        self.exports = exports
 
     def compose(self) -> ComposeResult:
-        keys = [(k, w + (f" ({self.perfetto_note})" if k == "p" and self.perfetto_note else ""))
-                for k, w in KEYS]
+        keys = [(k, f"export {title} ({fmt} renderer) to the export directory")
+                for k, fmt, title in self.exports] + list(KEYS)
         with VerticalScroll(id="help-box"):
             yield Static(Text("Keys", style="bold underline"))
             yield Static(_grid(keys))

@@ -1,13 +1,9 @@
 """Messages that carry frozen view-models from worker threads to the screens."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
 from textual.message import Message
 
-from diagnose.model import Analysis
+from diagnose.model import Report
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 
 
@@ -37,17 +33,10 @@ class CaptureEnded(Message):
     """The capture thread returned (or raised); the final analysis starts."""
 
 
-@dataclass(frozen=True)
-class ResultsData:
-    """What the results view and the exports need."""
-
-    analysis: Analysis
-    manifest: dict[str, Any]
-    bundle_path: Path
-
-
 class ResultsReady(Message):
-    def __init__(self, data: ResultsData | None, error: str | None = None):
+    """The pipeline's Report of the finished capture (``error``: its documents were not written)."""
+
+    def __init__(self, report: Report, error: str | None = None):
         super().__init__()
-        self.data = data
+        self.report = report
         self.error = error

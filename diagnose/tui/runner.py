@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from diagnose.capture.session import Capture, CaptureResult
+from diagnose.model import Report
 
 
 def tui_capable(no_tui: bool = False) -> bool:
@@ -28,57 +29,63 @@ def line_capable(no_tui: bool = False) -> bool:
     return not no_tui and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
-def capture_with_view(capture: Capture, stop: threading.Event, no_tui: bool = False,
-                      export_dir: Path | None = None) -> CaptureResult:
-    """Run ``capture`` with the live TUI when possible, else with the progress line or silently.
-
-    Raises what ``Capture.run`` raises (OSError, TargetError), in this thread.
-    """
+def capture_view(no_tui: bool = False, export_dir: Path | None = None, overrides: dict[str, float] | None = None):
+    """The CaptureView for this terminal (diagnose/pipeline.py): the live TUI when possible, else
+    the progress line on a terminal stderr, else silent."""
     if tui_capable(no_tui):
-        return run_live_tui(capture, stop, export_dir or capture.out_dir)
-    from diagnose.capture.progress import live_progress
+        return LiveTuiView(export_dir, overrides)
+    from diagnose.capture.progress import HeadlessView
 
-    with live_progress(line_capable(no_tui)) as progress:
-        return capture.run(stop, progress)
+    return HeadlessView(line_capable(no_tui))
 
 
-def run_live_tui(capture: Capture, stop: threading.Event, export_dir: Path) -> CaptureResult:
-    """The capture runs in its own thread while the App owns the terminal; the capture always
-    ends and is joined before this returns, whatever happened to the UI."""
-    from diagnose.tui.app import make_app
-    from diagnose.tui.live.feed import LiveSession
+class LiveTuiView:
+    """The capture runs in its own thread while the App owns the terminal; the App shows the
+    pipeline's Report when the capture ends. The capture always ends and is joined before ``run``
+    returns, whatever happened to the UI."""
 
-    session = LiveSession(capture, stop)
-    app = make_app(session=session, export_dir=export_dir)
-    try:
+    def __init__(self, export_dir: Path | None = None, overrides: dict[str, float] | None = None):
+        self.export_dir = export_dir
+        self.overrides = dict(overrides or {})
+
+    def run(self, capture: Capture, stop: threading.Event, finish) -> tuple[CaptureResult, Report | None]:
+        """Raises what ``Capture.run`` raises (OSError, TargetError), in this thread."""
+        from diagnose.tui.app import make_app
+        from diagnose.tui.live.feed import LiveSession
+
+        session = LiveSession(capture, stop, finish, self.overrides)
+        app = make_app(session=session, export_dir=self.export_dir or capture.out_dir)
+        try:
+            self.run_app(app)
+        finally:
+            if session.started_monotonic is not None and not session.done.is_set():
+                session.request_stop("TUI closed")
+            session.join()
+            app.feed.close()
+        if session.error is not None:
+            raise session.error
+        if session.result is None:  # the App ended before it could start the capture
+            return capture.run(stop), None
+        return session.result, session.report
+
+    def run_app(self, app) -> None:
+        """Run the App on this terminal until it exits (the tests drive it with Textual's pilot)."""
         with exit_on_signals(app):
             app.run()
-    finally:
-        if session.started_monotonic is not None and not session.done.is_set():
-            session.request_stop("TUI closed")
-        session.join()
-        app.feed.close()
-    if session.error is not None:
-        raise session.error
-    if session.result is None:  # the App ended before it could start the capture
-        return capture.run(stop)
-    return session.result
 
 
-def browse_bundle(bundle: Path, no_tui: bool = False, export_dir: Path | None = None,
+def browse_bundle(report: Report, no_tui: bool = False, export_dir: Path | None = None,
                   live: bool = False) -> int:
-    """``diagnose tui BUNDLE``. Raises BundleError when ``bundle`` is not a bundle. Returns 0."""
-    from diagnose.verdict.analyze import analyze
-    from diagnose.bundle import Bundle
-    from diagnose.render import RENDERERS
-
+    """``diagnose tui BUNDLE``: browse the pipeline's Report, or print its Markdown when there is
+    no terminal for the TUI. Returns 0."""
     if not tui_capable(no_tui):
-        b = Bundle.open(bundle)
-        sys.stdout.write(RENDERERS["md"]().render(analyze(b), b.manifest))
+        from diagnose.render import render
+
+        sys.stdout.write(str(render(report, "md")))
         return 0
     from diagnose.tui.app import make_app
 
-    app = make_app(bundle, live=live, export_dir=export_dir)
+    app = make_app(report, live=live, export_dir=export_dir)
     with exit_on_signals(app):
         app.run()
     return 0

@@ -1,43 +1,13 @@
-"""Small pure text helpers shared by the adapters: numbers with units, bars and sparklines."""
+"""Small pure text helpers shared by the adapters: bars, sparklines, names. Numbers with units come
+from diagnose/render/units.py, the formatter the report shares."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Sequence
+
+from diagnose.render.units import UNKNOWN, fmt_cell, fmt_value, utc_datetime, utc_time
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 BAR_FULL, BAR_EMPTY = "█", "░"
-UNKNOWN = "unknown"
-
-
-def fmt_value(value: float | None, unit: str) -> str:
-    """``value`` with its unit for a terminal cell; None is "unknown", never 0."""
-    if value is None:
-        return UNKNOWN
-    if unit in ("bytes", "bytes/s"):
-        for scale, suffix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-            if abs(value) >= scale:
-                return f"{value / scale:.1f} {suffix}{'/s' if unit == 'bytes/s' else ''}"
-        return f"{value:.0f} {unit}"
-    if unit == "%":
-        return f"{value:.1f}%"
-    if unit in ("ms", "s", "W", "MHz"):
-        return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
-    return f"{value:.3g} {unit}".rstrip()
-
-
-def fmt_cell(value: Any) -> str:
-    """A table cell from a JSON-ready value (details tables are lists of plain dicts)."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {fmt_cell(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return "; ".join(fmt_cell(v) for v in value)
-    return str(value)
 
 
 def bar(pct: float | None, width: int) -> str:
@@ -60,19 +30,6 @@ def spark(values: Sequence[float], width: int, hi: float = 100.0) -> str:
         level = max(0.0, min(1.0, v / hi))
         out.append(SPARK_BLOCKS[min(len(SPARK_BLOCKS) - 1, int(level * len(SPARK_BLOCKS)))])
     return "".join(out)
-
-
-def utc_time(ns: int | None) -> str:
-    """Unix ns as ``HH:MM:SS UTC``; "?" when absent."""
-    if not ns:
-        return "?"
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%H:%M:%S UTC")
-
-
-def utc_datetime(ns: int | None) -> str:
-    if not ns:
-        return "?"
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def split_family(name: str) -> tuple[str, str | None]:
@@ -100,3 +57,7 @@ def shorten(text: str, width: int) -> str:
         return text[:width]
     head = (width - 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+__all__ = ["UNKNOWN", "bar", "fmt_cell", "fmt_value", "humanize", "shorten", "spark", "split_family",
+           "utc_datetime", "utc_time"]

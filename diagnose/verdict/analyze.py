@@ -6,6 +6,7 @@ from diagnose.model import Analysis, NotJudged
 from diagnose.verdict.overrides import split_overrides
 from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
+from diagnose.signals.catalog import spec_for
 from diagnose.verdict.evaluate import apply_overrides, decide, evaluate
 
 POOR_SAMPLING_ERROR_RATIO = 0.1
@@ -26,8 +27,7 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
         ex.data_quality["analysis_params"] = params.changed()
     findings, not_judged = evaluate(active_rules, ex.signals)
     quality = _quality_factor(ex.data_quality)
-    # Signal families that one missing source explains at once: say it once, not per rule.
-    not_judged = [n for n in not_judged if not n.what.rsplit("(", 1)[-1].startswith(GAP_FAMILIES)]
+    not_judged = [n for n in not_judged if not _explained_by_coverage(n)]
     not_judged.extend(_coverage_gaps(ex.signals))
     return Analysis(
         verdict=decide(findings, quality),
@@ -39,6 +39,13 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
         data_quality=ex.data_quality,
         details=ex.details,
     )
+
+
+def _explained_by_coverage(n: NotJudged) -> bool:
+    """A rule not judged for a signal of a family that one missing source explains at once
+    (``_coverage_gaps`` says it once, not per rule). An undeclared signal is never explained so."""
+    signal = n.what.rsplit("(", 1)[-1].removesuffix(")")
+    return signal.startswith(GAP_FAMILIES) and spec_for(signal) is not None
 
 
 def _quality_factor(dq: dict) -> float:

@@ -9,6 +9,7 @@ from diagnose.model import (JUDGED_QUADRANTS, Evidence, Finding, NotJudged, Quad
                             Signal, Verdict)
 from diagnose.rules import LAYER_PLAN, Rule
 from diagnose.rules.base import Condition
+from diagnose.signals.catalog import rule_signals, spec_for
 
 BASE_CONFIDENCE = 0.6
 
@@ -39,6 +40,10 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
     findings: list[Finding] = []
     not_judged: dict[str, NotJudged] = {}
     for rule in rules:
+        undeclared = _undeclared(rule)
+        not_judged.update((f"undeclared:{n.what}", n) for n in undeclared)
+        if any(spec_for(c.signal) is None for c in rule.conditions):
+            continue
         absent = rule.missing(signals)
         if absent:
             first = absent[0]
@@ -53,6 +58,20 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
             findings.append(_as_context(finding, overruled, rule.unless_reason) if overruled else finding)
     findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))
     return findings, list(not_judged.values())
+
+
+def _undeclared(rule: Rule) -> list[NotJudged]:
+    """Rule signals the catalogue does not declare (misspelt names), never silently dropped: in a
+    condition the rule is not evaluated; in an ``unless`` entry that entry can never hold."""
+    out = []
+    conditions = {c.signal for c in rule.conditions}
+    for name in rule_signals(rule):
+        if spec_for(name) is None:
+            effect = ("the rule was not evaluated" if name in conditions
+                      else "its `unless` entry naming it can never hold, so the rule is never overruled")
+            out.append(NotJudged(f"{rule.id} ({name})", f"signal {name} is not declared in the signal "
+                                 f"catalogue (diagnose/signals/catalog.py; a misspelt name?): {effect}"))
+    return out
 
 
 def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Finding:

@@ -7,7 +7,11 @@ The file mixes two kinds of keys: ``<source>:<name>_<unit>`` analysis parameters
 from __future__ import annotations
 
 import difflib
+import json
 import math
+import os
+import stat
+from pathlib import Path
 from typing import Iterable
 
 from diagnose.rules import Rule
@@ -46,4 +50,46 @@ def _unknown_message(key: str, known_rules: list[str]) -> str:
             f"<rule_id>:<signal>, e.g. {', '.join(near)}")
 
 
-__all__ = ["rule_keys", "split_overrides"]
+THRESHOLDS_MAX_BYTES = 1 << 20
+EXPECTED = '{"<rule_id>:<signal>" or "timeline:<parameter>_us": number}'
+
+
+def _small_regular_file(path: Path, limit: int) -> str:
+    """The text of a regular file of at most ``limit`` bytes; ValueError otherwise (a FIFO would
+    block, /dev/zero never ends)."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file")
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit >> 20} MiB")
+    return data.decode("utf-8")
+
+
+def load_overrides_file(path: Path, rules: Iterable[Rule] | None = None) -> dict[str, float]:
+    """The overrides in the JSON file ``path`` (a flat object of numbers, at most 1 MiB), checked
+    against ``rules`` (default: the registry) and the analysis parameters. Raises ThresholdError
+    with one line naming the file, the cause and the expected shape."""
+    from diagnose.rules import RULES
+
+    try:
+        data = json.loads(_small_regular_file(path, THRESHOLDS_MAX_BYTES))
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        wrong = next((k for k, v in data.items() if type(v) not in (int, float)), None)
+        if wrong is not None:
+            raise ValueError(f"the value of {wrong!r} is {data[wrong]!r}, not a number")
+        overrides = {str(k): float(v) for k, v in data.items()}
+    except RecursionError:
+        raise ThresholdError(f"cannot read thresholds {path}: nested too deeply; expected a flat JSON object") from None
+    except (OSError, ValueError, TypeError, OverflowError) as exc:
+        raise ThresholdError(f"cannot read thresholds {path}: {exc}; expected {EXPECTED}") from None
+    try:
+        split_overrides(overrides, RULES if rules is None else rules)
+    except ThresholdError as exc:
+        raise ThresholdError(f"{path}: {exc}") from None
+    return overrides
+
+
+__all__ = ["load_overrides_file", "rule_keys", "split_overrides"]

@@ -45,10 +45,14 @@ def test_idle_target_gets_no_verdict(workload, tmp_path):
 
 
 def test_thread_id_kernel_thread_and_self_are_refused(tmp_path):
-    t = threading.Thread(target=time.sleep, args=(3,))
+    release = threading.Event()  # the thread lives until the refusal, not a fixed sleep
+    t = threading.Thread(target=release.wait, args=(60,))
     t.start()
-    res = run_diagnose("attach", str(t.native_id), "--duration", "2", "--out", str(tmp_path / "o"))
-    t.join()
+    try:
+        res = run_diagnose("attach", str(t.native_id), "--duration", "2", "--out", str(tmp_path / "o"))
+    finally:
+        release.set()
+        t.join()
     assert res.returncode == 2 and f"is a thread of process {os.getpid()}" in res.stderr
     res = run_diagnose("attach", "2", "--duration", "2", "--out", str(tmp_path / "o"))
     if Path("/proc/2/stat").exists() and "kthreadd" in Path("/proc/2/stat").read_text():

@@ -57,7 +57,7 @@ def test_report_renders_without_touching_bundle(tmp_path):
     assert res.returncode == 0 and res.stdout.startswith("# diagnose report")
     assert not (b / "report.md").exists()
     res = run_diagnose("report", str(b), "-f", "perfetto")
-    assert res.returncode == 2 and "unknown format" in res.stderr
+    assert res.returncode == 2 and "'perfetto' is not one of 'md', 'json'" in res.stderr  # the registry
 
 
 def test_doctor_reports_pyspy_and_missing_nvml():

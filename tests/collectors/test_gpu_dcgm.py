@@ -12,7 +12,8 @@ from diagnose.bundle import Bundle
 from diagnose.collectors.dcgm import DcgmCollector, parse_dcgm_target
 from diagnose.collectors.dcgm_fields import BLANK_REASON, parse_exposition
 from diagnose.collectors.process import ProcessCollector
-from diagnose.render import RENDERERS
+from diagnose.model import Report
+from diagnose.render import render
 from gpu_replay import DCGM, DCGM_FILES, DcgmServer, capture, need, t4_variant, wait_for
 from helpers import findings, only_bundle, run_diagnose
 
@@ -107,7 +108,7 @@ def test_mig_instances_make_profiling_counters_unknown(workload, dcgm_server, tm
     mig = a.details["gpu_mig_instances"]
     assert mig[0]["gpu_instance_id"] == "13" and mig[0]["values"]["dram_active_pct"] == pytest.approx(80.03, abs=0.01)
     assert not a.findings
-    report = RENDERERS["md"]().render(a, Bundle.open(bundle).manifest)
+    report = render(Report(Bundle.open(bundle), a), "md")
     assert "## GPUs" in report
     assert "| GPU-34319582-d595-d1c7-d1d2-179bcfa61660 | 13 | 1g.5gb | 100% | - | 93% | 80% |" in report
 

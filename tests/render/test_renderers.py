@@ -5,42 +5,45 @@ import json
 
 import pytest
 
-from diagnose.verdict.analyze import analyze
-from diagnose.bundle import Bundle
-from diagnose.render import RENDERERS
+from diagnose.pipeline import analyse
+from diagnose.render import RENDERERS, UnknownFormat, render
 from helpers import REPO
 
 BUNDLE = REPO / "fixtures" / "cpu" / "service-json"
 
 
 @pytest.fixture(scope="module")
-def analysis_and_manifest():
-    b = Bundle.open(BUNDLE)
-    return analyze(b), b.manifest
+def report():
+    return analyse(BUNDLE)
 
 
 @pytest.mark.parametrize("fmt", sorted(RENDERERS))
-def test_renderer_states_verdict_evidence_and_collectors(fmt, analysis_and_manifest):
-    a, manifest = analysis_and_manifest
+def test_renderer_states_verdict_evidence_and_collectors(fmt, report):
     r = RENDERERS[fmt]()
-    assert r.format == fmt and r.extension.startswith(".")
-    text = r.render(a, manifest)
+    assert r.format == fmt and r.extension.startswith(".") and r.title and r.description
+    body = r.render(report)
+    assert isinstance(body, bytes) == r.binary
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     assert "service" in text
     assert "cpu.category_share_pct[serialization]" in text
     assert "pyspy" in text and "process" in text
     assert "serialize_payloads" in text
 
 
-def test_json_renderer_round_trips(analysis_and_manifest):
-    a, manifest = analysis_and_manifest
-    doc = json.loads(RENDERERS["json"]().render(a, manifest))
+def test_json_renderer_round_trips(report):
+    doc = json.loads(render(report, "json"))
     assert doc["verdict"]["quadrant"] == "service"
-    assert doc["target"]["pid"] == manifest["target"]["pid"]
+    assert doc["target"]["pid"] == report.manifest["target"]["pid"]
 
 
-def test_markdown_has_the_ticket_sections(analysis_and_manifest):
-    a, manifest = analysis_and_manifest
-    md = RENDERERS["md"]().render(a, manifest)
+def test_an_unknown_format_names_the_registered_ones(report):
+    with pytest.raises(UnknownFormat) as err:
+        render(report, "pdf")
+    assert "'pdf'" in str(err.value) and all(fmt in str(err.value) for fmt in RENDERERS)
+
+
+def test_markdown_has_the_ticket_sections(report):
+    md = render(report, "md")
     for heading in ("# diagnose report", "## Findings", "## Top stacks", "## Threads",
                     "## Collectors and data quality", "## Reproduce", "## Could not judge"):
         assert heading in md

@@ -12,7 +12,8 @@ import pytest
 from diagnose.agent.inproc.records import make_record
 from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
-from diagnose.render import RENDERERS
+from diagnose.model import Report
+from diagnose.render import render
 from diagnose.signals.join import TimedStack, join
 from diagnose.traces.report import analyze_trace
 from diagnose.traces.reader import read_trace
@@ -79,7 +80,7 @@ def test_gpu_gaps_joined_with_pyspy_samples_and_open_span(tmp_path):
     a = analyze(bundle)
     fired = {f.rule_id for f in a.findings}
     assert {"service.gpu_starved_by_host", "service.gpu_gaps_host_busy"} <= fired
-    md = RENDERERS["md"]().render(a, bundle.manifest)
+    md = render(Report(bundle, a), "md")
     assert "## GPU idle gaps and kernel timeline" in md and h in md
     listed = r.details["torch_traces"][0]["gaps"]
     assert listed and all(g["pyspy"].startswith("3743: ") for g in listed if g["pyspy"])

@@ -6,6 +6,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
+from diagnose.model import Report
 from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.tui.live.adapt import live_view
@@ -112,7 +113,7 @@ def test_signal_history_recovers_interval_means():
 
 def test_live_view_panels_without_gpu_or_spans(analysed):
     b, a, _ = analysed
-    header, vm = replay_view(b.path)
+    header, vm = replay_view(Report(b, a))
     assert header.status == "captured" and {c.name for c in header.collectors} >= {"pyspy", "process"}
     assert vm.verdict is not None and vm.verdict.provisional
     assert vm.gpu.note.startswith("not captured:") and not vm.gpu.lines
@@ -167,7 +168,7 @@ def test_service_panel_and_latency_from_real_spans(tmp_path):
     assert r.returncode == 0, r.stderr
     bundle = Bundle.open(next(tmp_path.glob("diagnose-*")))
     a = analyze(bundle)
-    _, live = replay_view(bundle.path)
+    _, live = replay_view(Report(bundle, a))
     lines = {line.label: line.value for line in live.service.lines}
     assert not live.service.note
     for label, name in (("QPS", "spans.qps"), ("P50", "spans.p50_ms"), ("P99", "spans.p99_ms")):

@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import TabbedContent
 
+from diagnose.pipeline import analyse
 from diagnose.render import RENDERERS
 from diagnose.tui.app import make_app
 from diagnose.tui.help import HelpScreen
@@ -49,7 +50,7 @@ def test_results_screen_shows_verdict_findings_and_stacks(bundle, tmp_path):
     exp = expected(bundle)
 
     async def go():
-        app = make_app(bundle, export_dir=tmp_path)
+        app = make_app(analyse(bundle), export_dir=tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             screen = app.screen
@@ -80,7 +81,7 @@ def test_results_screen_shows_verdict_findings_and_stacks(bundle, tmp_path):
 
 def test_drill_down_shows_the_evidence_of_the_highlighted_finding(tmp_path):
     async def go():
-        app = make_app(SERVICE, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), export_dir=tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             screen = app.screen
@@ -100,7 +101,7 @@ def test_drill_down_shows_the_evidence_of_the_highlighted_finding(tmp_path):
 
 def test_filter_narrows_the_findings_and_escape_restores_them(tmp_path):
     async def go():
-        app = make_app(SERVICE, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), export_dir=tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             screen = app.screen
@@ -128,10 +129,10 @@ def test_filter_narrows_the_findings_and_escape_restores_them(tmp_path):
 
 def test_export_keys_write_private_files(tmp_path):
     async def go():
-        app = make_app(SERVICE, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), export_dir=tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
-            await pilot.press("e", "j", "p")
+            await pilot.press(*(r.tui_key for r in RENDERERS.values() if r.tui_key))
             await pilot.pause()
             return app
 
@@ -142,11 +143,11 @@ def test_export_keys_write_private_files(tmp_path):
     assert json.loads(js.read_text())["verdict"]["quadrant"] == "service"
     for p in (md, js):
         assert stat.S_IMODE(p.stat().st_mode) == 0o600
-    if "perfetto" in RENDERERS:
-        assert any(p.name.startswith("service-json-perfetto") for p in app.exported)
-    else:
-        assert len(app.exported) == 2 and not list(tmp_path.glob("*perfetto*"))
-        assert any("Perfetto export not available" in str(n.message) for n in app._notifications)
+    keyed = [fmt for fmt, r in RENDERERS.items() if r.tui_key]
+    assert sorted(p.name for p in app.exported) == sorted(f"service-json-{fmt}{RENDERERS[fmt].extension}"
+                                                         for fmt in keyed)
+    for p in app.exported:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
 
 
 def test_export_to_an_unwritable_directory_is_reported_not_raised(tmp_path):
@@ -154,7 +155,7 @@ def test_export_to_an_unwritable_directory_is_reported_not_raised(tmp_path):
     blocked.write_text("")
 
     async def go():
-        app = make_app(SERVICE, export_dir=blocked / "sub")
+        app = make_app(analyse(SERVICE), export_dir=blocked / "sub")
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             await pilot.press("e")
@@ -167,13 +168,14 @@ def test_export_to_an_unwritable_directory_is_reported_not_raised(tmp_path):
 
 def test_help_lists_the_keys_and_closes(tmp_path):
     async def go():
-        app = make_app(SERVICE, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), export_dir=tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
             text = " ".join(_plain(w.content) for w in app.screen.query("Static"))
-            for key in ("export the Markdown report", "filter", "Perfetto"):
+            for key in ("filter", *(f"export {r.title} ({fmt} renderer)" for fmt, r in RENDERERS.items()
+                                    if r.tui_key)):
                 assert key in text
             await pilot.press("escape")
             assert isinstance(app.screen, ResultsScreen)
@@ -183,7 +185,7 @@ def test_help_lists_the_keys_and_closes(tmp_path):
 
 def test_small_terminal_degrades_without_errors(tmp_path):
     async def go():
-        app = make_app(SERVICE, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), export_dir=tmp_path)
         async with app.run_test(size=(60, 16)) as pilot:
             await pilot.pause()
             screen = app.screen
@@ -201,7 +203,7 @@ def test_no_color_is_respected(tmp_path, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
 
     async def go():
-        app = make_app(SERVICE, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), export_dir=tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             assert app.no_color
@@ -212,7 +214,7 @@ def test_no_color_is_respected(tmp_path, monkeypatch):
 
 def test_replayed_live_view(tmp_path):
     async def go():
-        app = make_app(SERVICE, live=True, export_dir=tmp_path)
+        app = make_app(analyse(SERVICE), live=True, export_dir=tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             screen = app.screen

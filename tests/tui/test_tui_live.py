@@ -12,7 +12,7 @@ from diagnose.capture.session import Capture
 from diagnose.collectors.gpm import GpmCollector
 from diagnose.collectors.nvml import NvmlCollector
 from diagnose.collectors.process import ProcessCollector
-from diagnose.cli import StopFlag
+from diagnose.capture.stop import StopFlag
 from diagnose.collectors import CaptureOptions
 from diagnose.tui.app import make_app
 from diagnose.tui.live.feed import LiveSession

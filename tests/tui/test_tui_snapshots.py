@@ -3,12 +3,13 @@
 After an intended change to a screen, or when new rules/signals change what a fixture shows,
 review and accept the new pictures with::
 
-    .venv/bin/python -m pytest tests/test_tui_snapshots.py --snapshot-update
+    .venv/bin/python -m pytest tests/tui/test_tui_snapshots.py --snapshot-update
 """
 from __future__ import annotations
 
 import pytest
 
+from diagnose.pipeline import analyse
 from diagnose.tui.app import make_app
 from tui_helpers import FIXTURE_DIRS, FIXTURE_IDS
 
@@ -19,7 +20,7 @@ SIZE_IDS = ["80x24", "120x40"]
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
 @pytest.mark.parametrize("bundle", FIXTURE_DIRS, ids=FIXTURE_IDS)
 def test_results_view(bundle, size, snap_compare, tmp_path):
-    assert snap_compare(make_app(bundle, export_dir=tmp_path), terminal_size=size)
+    assert snap_compare(make_app(analyse(bundle), export_dir=tmp_path), terminal_size=size)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
@@ -27,4 +28,4 @@ def test_results_view(bundle, size, snap_compare, tmp_path):
 def test_live_view(bundle, size, snap_compare, tmp_path):
     """The live dashboard as it looked when the fixture's capture ended (same adapters and widgets
     as during a capture, fed from the finished bundle)."""
-    assert snap_compare(make_app(bundle, live=True, export_dir=tmp_path), terminal_size=size)
+    assert snap_compare(make_app(analyse(bundle), live=True, export_dir=tmp_path), terminal_size=size)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.render.units import fmt_pct
+
 COLUMNS = (("SM active", "gpu.sm_active_pct"), ("engine", "gpu.gr_engine_active_pct"),
            ("tensor", "gpu.tensor_active_pct"), ("DRAM", "gpu.dram_active_pct"),
            ("GPU-Util", "gpu.kernel_busy_pct"), ("power/limit", "gpu.power_pct_of_limit"),
@@ -17,7 +19,7 @@ MIG_COLUMNS = (("engine", "gr_engine_active_pct"), ("SM active", "sm_active_pct"
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}%"
+    return fmt_pct(value)
 
 
 def _row(cells: list[Any]) -> str:

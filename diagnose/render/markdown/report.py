@@ -3,26 +3,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from datetime import datetime, timezone
 from typing import Any
 
-from diagnose.model import Analysis
+from diagnose.model import Analysis, Report
 from diagnose.render.base import Renderer
+from diagnose.render.units import fmt_value, utc_datetime
 
 MAX_FRAMES = 8
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "unknown"
-    if unit == "bytes" or unit == "bytes/s":
-        for scale, suffix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-            if abs(value) >= scale:
-                return f"{value / scale:.1f} {suffix}{'/s' if unit == 'bytes/s' else ''}"
-        return f"{value:.0f} {unit}"
-    if unit == "%":
-        return f"{value:.1f}%"
-    return f"{value:.3g} {unit}"
 
 
 def _cell(text: Any) -> str:
@@ -33,12 +20,6 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return out + [""]
-
-
-def _when(ns: int | None) -> str:
-    if not ns:
-        return "?"
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def reproduce_command(manifest: dict[str, Any]) -> str:
@@ -52,8 +33,12 @@ def reproduce_command(manifest: dict[str, Any]) -> str:
 class MarkdownRenderer(Renderer):
     format = "md"
     extension = ".md"
+    title = "Markdown"
+    description = "report.md: the Markdown report to paste into a ticket"
+    tui_key = "e"
 
-    def render(self, analysis: Analysis, manifest: dict[str, Any]) -> str:
+    def render(self, report: Report) -> str:
+        analysis, manifest = report.analysis, report.manifest
         lines: list[str] = []
         for section in (self._head, self._findings, self._timeline, self._gpus, self._stacks,
                         self._threads, self._signals, self._not_judged, self._collectors):
@@ -66,9 +51,9 @@ class MarkdownRenderer(Renderer):
         cmd = " ".join(t.get("cmdline") or []) or t.get("name", "?")
         imported = m.get("end_reason") == "imported"
         title = f"imported files ({_cell(cmd)[:120]})" if imported else f"pid {t.get('pid', '?')} ({_cell(cmd)[:120]})"
-        when = (f"Imported; the files' events span {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))}."
+        when = (f"Imported; the files' events span {utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))}."
                 if imported else
-                f"Captured {_when(m.get('started_ns'))} → {_when(m.get('ended_ns'))} on "
+                f"Captured {utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))} on "
                 f"{t.get('host', '?')} as {t.get('user', '?')}; ended by: {m.get('end_reason', '?')}"
                 + (" (**partial capture**)" if m.get("partial") else "") + ".")
         out = [
@@ -97,7 +82,7 @@ class MarkdownRenderer(Renderer):
             out += [f"### {f.title} ({quad} · {f.layer.value} layer · {f.severity.value} · "
                     f"confidence {f.confidence:.2f})", "", f.summary, ""]
             out += _table(["signal", "value", "threshold", "source"], [
-                [e.signal, _fmt(e.value, e.unit), f"{e.op} {_fmt(e.threshold, e.unit)}", e.source]
+                [e.signal, fmt_value(e.value, e.unit), f"{e.op} {fmt_value(e.threshold, e.unit)}", e.source]
                 for e in f.evidence])
             out += [f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)] + [""]
         return out
@@ -133,12 +118,12 @@ class MarkdownRenderer(Renderer):
             return []
         out = ["## Threads", ""]
         return out + _table(["tid", "name", "CPU % of a core", "dominant category", "mostly waits in"], [
-            [t.tid, t.name, _fmt(t.cpu_pct, "%"), t.dominant_category or "-", t.wait_state or "-"]
+            [t.tid, t.name, fmt_value(t.cpu_pct, "%"), t.dominant_category or "-", t.wait_state or "-"]
             for t in a.threads[:15]])
 
     def _signals(self, a: Analysis, m: dict[str, Any]) -> list[str]:
         out = ["## Signals", ""]
-        rows = [[s.name, _fmt(s.value, s.unit) if s.known else f"unknown: {s.reason}", s.source]
+        rows = [[s.name, fmt_value(s.value, s.unit) if s.known else f"unknown: {s.reason}", s.source]
                 for s in sorted(a.signals.values(), key=lambda s: s.name)]
         return out + _table(["signal", "value", "source"], rows)
 

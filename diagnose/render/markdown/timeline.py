@@ -5,9 +5,9 @@ function returns Markdown lines, empty when the bundle has no such data.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
+from diagnose.render.units import fmt_us, utc_clock_ms
 from diagnose.rules.base import TRAINING
 
 MAX_GAP_ROWS = 10
@@ -17,21 +17,10 @@ def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
     return "unknown" if v is None else f"{v:{fmt}}{unit}"
 
 
-def _us(v: float | None) -> str:
-    """A duration given in µs, shown in ms from 1 ms on."""
-    if v is None:
-        return "unknown"
-    return f"{v / 1e3:.1f} ms" if v >= 1e3 else f"{v:.0f} µs"
-
-
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     cell = lambda c: str(c).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows] + [""])
-
-
-def _clock(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
 
 
 def _join_lines(d: dict[str, Any]) -> list[str]:
@@ -78,8 +67,8 @@ def _trace_lines(t: dict[str, Any]) -> list[str]:
     la = t["launches"]
     out += [f"Launches: {la['kernels']} kernels, {_num(la['short_kernel_pct'], '.0f', '%')} shorter than "
             f"{la['short_kernel_threshold_us']:g} µs; launch delay (host call to kernel start: the depth of "
-            f"the queue ahead of it) P50 {_us(la['launch_delay']['p50_us'])}, "
-            f"P99 {_us(la['launch_delay']['p99_us'])}. Host blocked in syncs: "
+            f"the queue ahead of it) P50 {fmt_us(la['launch_delay']['p50_us'])}, "
+            f"P99 {fmt_us(la['launch_delay']['p99_us'])}. Host blocked in syncs: "
             f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
     co = t.get("comm_overlap")
     if co and co["comm_ns"]:
@@ -103,7 +92,7 @@ def _gap_rows(t: dict[str, Any]) -> list[str]:
     out = [f"{what} >= {ig['min_gap_us']:g} µs: {ig['count']}, {_num(ig['share_pct'], '.0f', '%')} of the window. "
            "Longest:", ""]
     return out + _table(["start (UTC)", "length", "host op open in the trace", "busiest thread (py-spy)"], [
-        [_clock(g["start_ns"]), f"{g['dur_us'] / 1e3:.2f} ms",
+        [utc_clock_ms(g["start_ns"]), fmt_us(g['dur_us']),
          f"`{g['host_op']}`" if g["host_op"] else "none (Python between ops)", g.get("pyspy") or "no samples"]
         for g in sorted(gaps, key=lambda g: -g["dur_us"])[:MAX_GAP_ROWS]])
 

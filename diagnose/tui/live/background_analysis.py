@@ -5,14 +5,16 @@ the GIL for a whole file. Run in the capturing process it would stall the collec
 process collector's 10 Hz ticks); run in a child at nice +10 it cannot touch the capture's GIL,
 and the OS gives the capture and the target the cores first.
 
-Protocol (one child per capture, ``python -m diagnose.tui.live.background_analysis``): the parent writes a bundle
-path and a newline to the child's stdin; the child answers on stdout with an 8-byte big-endian
+Protocol (one child per capture, ``python -m diagnose.tui.live.background_analysis``): the parent
+writes one JSON line ``{"path": bundle path, "overrides": {--thresholds}}`` to the child's stdin
+and the child runs the pipeline's ``analyse`` with them; it answers on stdout with an 8-byte big-endian
 length and a pickle of ``("ok", Analysis, manifest)`` or ``("error", message, is_bundle_error)``.
 EOF on stdin ends the child. Pickle is safe here: both ends are this package, over a private pipe.
 """
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import pickle
 import select
@@ -48,11 +50,13 @@ class BackgroundAnalyser:
                 [sys.executable, "-m", "diagnose.tui.live.background_analysis"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # DEVNULL: Textual owns stderr
 
-    def request(self, path: Path) -> None:
-        """Ask for an analysis of ``path``. Raises AnalysisFailed when the child is gone."""
+    def request(self, path: Path, overrides: dict[str, float] | None = None) -> None:
+        """Ask for an analysis of ``path`` with ``overrides``. Raises AnalysisFailed when the
+        child is gone."""
         self.start()
+        line = json.dumps({"path": str(path), "overrides": dict(overrides or {})})
         try:
-            self._proc.stdin.write(str(path).encode() + b"\n")
+            self._proc.stdin.write(line.encode() + b"\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise AnalysisFailed(f"analysis process ended ({exc})") from None
@@ -88,13 +92,14 @@ class BackgroundAnalyser:
         proc.stdout.close()
 
 
-def _answer(path: str) -> tuple[str, Any, Any]:
-    from diagnose.verdict.analyze import analyze
-    from diagnose.bundle import Bundle, BundleError
+def _answer(line: str) -> tuple[str, Any, Any]:
+    from diagnose.bundle import BundleError
+    from diagnose.pipeline import analyse
 
     try:
-        bundle = Bundle.open(Path(path))
-        return "ok", analyze(bundle), bundle.manifest
+        ask = json.loads(line)
+        report = analyse(Path(ask["path"]), ask["overrides"])
+        return "ok", report.analysis, report.manifest
     except BundleError as exc:
         return "error", str(exc), True
     except Exception as exc:  # any failure is the parent's to show; the child keeps serving
@@ -102,7 +107,7 @@ def _answer(path: str) -> tuple[str, Any, Any]:
 
 
 def main() -> None:
-    importlib.import_module("diagnose.verdict.analyze")  # import at full priority, then step back
+    importlib.import_module("diagnose.pipeline")  # import at full priority, then step back
 
     try:
         os.nice(NICE)

@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.verdict.analyze import analyze
-from diagnose.bundle import Bundle
+from typing import Callable
+
 from diagnose.capture.session import Capture, CaptureResult, Progress
-from diagnose.model import Analysis
+from diagnose.model import Analysis, Report
 from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.adapt import header_view, live_view
 from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
@@ -28,12 +28,28 @@ from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 STOPPED_FROM_TUI = "stopped from the TUI"
 
 
-class LiveSession:
-    """One capture running in a background thread, observed without blocking it."""
+def _analyse_and_write(result: CaptureResult) -> Report:
+    from diagnose.pipeline import analyse_and_write
 
-    def __init__(self, capture: Capture, stop: threading.Event):
+    return analyse_and_write(result.bundle_path)
+
+
+class LiveSession:
+    """One capture running in a background thread, observed without blocking it.
+
+    ``finish``: the pipeline's end of a capture (analyse with its overrides, write the documents),
+    called once by ``finish_capture``; ``overrides``: the same --thresholds, for the provisional
+    analyses of the partial bundle.
+    """
+
+    def __init__(self, capture: Capture, stop: threading.Event,
+                 finish: Callable[[CaptureResult], Report] = _analyse_and_write,
+                 overrides: dict[str, float] | None = None):
         self.capture = capture
         self.stop = stop
+        self.finish = finish
+        self.overrides = dict(overrides or {})
+        self.report: Report | None = None
         self.latest: Progress | None = None
         self.result: CaptureResult | None = None
         self.error: Exception | None = None
@@ -56,6 +72,18 @@ class LiveSession:
             self.error = exc
         finally:
             self.done.set()
+
+    def finish_capture(self) -> Report:
+        """The Report of the ended capture (``finish`` runs once). Raises what ``finish`` raises
+        (DocumentsNotWritten carries the Report)."""
+        if self.result is None:
+            raise RuntimeError("the capture has not ended")
+        try:
+            self.report = self.finish(self.result)
+        except Exception as exc:
+            self.report = getattr(exc, "report", None)
+            raise
+        return self.report
 
     def request_stop(self, reason: str = STOPPED_FROM_TUI) -> None:
         trigger = getattr(self.stop, "trigger", None)
@@ -142,7 +170,7 @@ class LiveFeed:
             if got is None:
                 if not self._analyser.pending:
                     self._asked = (time.perf_counter(), self.session.latest)
-                    self._analyser.request(path)
+                    self._analyser.request(path, self.session.overrides)
                 return False
         except AnalysisFailed as exc:
             # the manifest appears once every collector has started: not yet a bundle is no error
@@ -169,16 +197,15 @@ class LiveFeed:
                          self._analysed_s, self._error)
 
 
-def replay_view(bundle_path: Path) -> tuple[LiveHeaderVM, LiveVM]:
+def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
     """The live view as it looked when a finished capture ended: every process record through the
-    same series, one analysis of the whole bundle. Raises BundleError when it is not a bundle."""
-    bundle = Bundle.open(bundle_path)
+    same series, and the Report's analysis of the whole bundle."""
+    bundle, analysis = report.bundle, report.analysis
     cpu = ProcessSeries()
     for rec in JsonlTail(bundle.path / "threads.jsonl").read():
         cpu.add_name(rec)
     for rec in JsonlTail(bundle.path / "process.jsonl").read():
         cpu.add(rec)
-    analysis = analyze(bundle)
     m = bundle.manifest
     elapsed_s = ((m.get("ended_ns") or 0) - (m.get("started_ns") or 0)) / 1e9
     collectors = m.get("collectors", [])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.model import Analysis
+from diagnose.render.units import fmt_us, utc_clock_ms
 from diagnose.tui.viewmodels import GapsVM, TableVM
 
 GAP_SIGNALS = ("gpu.idle_gap_share", "gpu.idle_pct")
@@ -21,16 +22,11 @@ HOW = ("Gaps come from a torch profiler trace: start the service under `diagnose
 
 def _clock(ns: int | None) -> str:
     """Unix ns as HH:MM:SS.mmm UTC-of-day; gaps are milliseconds apart, seconds are not enough."""
-    if not ns:
-        return "?"
-    s, frac = divmod(int(ns), 1_000_000_000)
-    return f"{(s // 3600) % 24:02d}:{(s // 60) % 60:02d}:{s % 60:02d}.{frac // 1_000_000:03d}"
+    return utc_clock_ms(int(ns)) if ns else "?"
 
 
 def _dur(us: float | None) -> str:
-    if us is None:
-        return "?"
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} us"
+    return "?" if us is None else fmt_us(us)
 
 
 def gap_rows(traces: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:

@@ -1,0 +1,274 @@
+"""The streams of a bundle, each declared once: its member name, the collector whose status covers
+it, the shape of one record and how it is read.
+
+Every other module names a stream through its spec (``PROCESS.name``, ``PYSPY_WINDOWS.file(3)``),
+never by a literal: ``tests/bundle/test_stream_specs.py`` fails if a declared name appears in the
+package sources anywhere but here. Record shapes are TypedDicts: the records stay the plain dicts
+the JSON Lines hold (a stream may be hand-edited or torn, so readers still check what they use),
+and the declaration says which keys a producer writes and in which unit.
+
+Standard library only: the in-target agent imports this package.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Iterable, TypedDict
+
+FINDINGS = "findings.json"
+REPORT = "report.md"
+
+
+class StreamKind(str, Enum):
+    JSONL = "jsonl"  # one JSON object per line, appended and flushed as records arrive
+    FILES = "files"  # a directory of numbered files in the producer's own format
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One stream of the bundle.
+
+    ``name``: the member name (a JSON Lines file, or the directory of a FILES stream, with its
+    trailing slash as the manifest lists it). ``pattern``: a FILES stream's file name for
+    sequence number ``seq`` (from 1). ``record``: the shape of one record (JSONL) or of one file's
+    content (FILES). ``reader``: JSONL: the decoded records (dicts, in file order) -> the parsed
+    tuple that ``Bundle.stream`` caches; FILES: a path -> the file's content, or None when it is
+    unreadable (None for files read by their analyser, e.g. torch traces, streamed by
+    diagnose.traces.reader).
+    """
+
+    name: str
+    collector: str
+    record: Any
+    reader: Callable[..., Any] | None
+    kind: StreamKind = StreamKind.JSONL
+    pattern: str | None = None
+
+    @property
+    def directory(self) -> str:
+        """A FILES stream's directory name inside the bundle (``pyspy``)."""
+        return self.name.rstrip("/")
+
+    def file(self, seq: int) -> str:
+        """A FILES stream's member name for sequence number ``seq`` (``pyspy/window-0003.json``)."""
+        if self.pattern is None:
+            raise ValueError(f"stream {self.name} is not a directory of numbered files")
+        return self.pattern.format(seq=seq)
+
+
+def record_tuple(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The default JSONL reader: every decoded record, in file order."""
+    return tuple(records)
+
+
+def read_json_list(path: Path) -> list[dict[str, Any]] | None:
+    """A file holding one JSON array (py-spy's chrometrace): its objects, or None if unreadable."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return [e for e in doc if isinstance(e, dict)] if isinstance(doc, list) else None
+
+
+# ---- record shapes ------------------------------------------------------------------------------
+
+# One OS thread in a process record: [tid, user_s, system_s, state letter, wchan, run_ns, wait_ns,
+# slices] (cumulative; the last three from schedstat, null where the kernel has none).
+ThreadRow = list
+
+
+class _ProcessRecordRequired(TypedDict):
+    t_ns: int  # Unix ns of the reading
+    cpu_user_s: float  # cumulative, psutil cpu_times
+    cpu_system_s: float
+
+
+class ProcessRecord(_ProcessRecordRequired, total=False):
+    """One reading of the target and the host (collectors/process.py), cumulative counters."""
+
+    rss_bytes: int
+    num_threads: int
+    ctx_vol: int
+    ctx_invol: int
+    io_read_bytes: int
+    io_write_bytes: int
+    threads: list[ThreadRow]
+    connections: int  # every CONN_EVERY readings
+    children: list[dict[str, Any]]  # with --subprocesses: pid, name, cpu_user_s, cpu_system_s, ...
+    sys_cpu_s: dict[str, float]  # host psutil cpu_times: user, nice, system, idle, iowait, steal, guest...
+    ncpu: int
+    loadavg: list[float]
+    disk: dict[str, int]  # read_bytes, write_bytes
+    net: dict[str, int]  # bytes_sent, bytes_recv
+
+
+class ThreadNameRecord(TypedDict, total=False):
+    tid: int
+    comm: str | None
+    first_seen_ns: int
+
+
+class PyspyWindowRecord(TypedDict, total=False):
+    """The index record of one py-spy window (collectors/pyspy.py, importers/pyspy_files.py)."""
+
+    window: int
+    file: str  # PYSPY_WINDOWS.file(window)
+    spawn_ns: int
+    exit_ns: int
+    origin_ns: int  # where the window's ts 0 lies on the Unix clock...
+    origin_err_ns: int  # ...within +- this
+    last_ts_us: float
+    samples: int
+    errors: int
+    returncode: int
+    rate_hz: int
+    rate_assumed: bool
+    ended_by: str
+    blocking: bool
+    format: str  # imported: chrometrace, speedscope or raw
+    imported_from: str
+
+
+class ChromeTraceEvent(TypedDict, total=False):
+    """One event of a py-spy chrometrace window: B/E per frame, ``ts`` in us from the window origin."""
+
+    name: str
+    cat: str
+    ph: str
+    pid: int
+    tid: int
+    ts: float
+    args: dict[str, Any]  # filename, line
+
+
+class PyspySourceRecord(TypedDict):
+    file: str
+    line: int
+    text: str
+
+
+class NvmlRecord(TypedDict, total=False):
+    """``kind``: host, device, target or reading (see collectors/nvml.py)."""
+
+    kind: str
+    t_ns: int
+    gpu: int
+    uuid: str
+    values: dict[str, float]
+    unknown: dict[str, str]
+    samples: dict[str, list[list[float]]]
+    process_samples: list[list[float]]
+    gpus: list[int]
+    pids: dict[str, list[list[int]]]
+    matched: bool
+    reason: str | None
+
+
+class GpmRecord(TypedDict, total=False):
+    """``kind``: device (gpu, uuid, name, supported, reason) or reading (t_ns, gpu, interval_ns,
+    metrics, unknown); see collectors/gpm.py."""
+
+    kind: str
+    t_ns: int
+    gpu: int
+    uuid: str
+    name: str
+    supported: bool
+    reason: str | None
+    interval_ns: int
+    metrics: dict[str, float]
+    unknown: dict[str, str]
+
+
+class DcgmRecord(TypedDict, total=False):
+    """``kind``: source (mode, url), scrape (t_ns, entities) or error (t_ns, reason)."""
+
+    kind: str
+    mode: str
+    url: str
+    t_ns: int
+    entities: list[dict[str, Any]]
+    reason: str
+
+
+class SpanRecord(TypedDict, total=False):
+    """One span (diagnose/agent/inproc/records.py make_record): ids in hex, times Unix ns."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int | None  # None: still open when the capture ended
+    status: str
+    attributes: dict[str, Any]
+    events: list[dict[str, Any]]
+    service: str | None
+    source: str  # agent, otlp or import
+
+
+class GcPauseRecord(TypedDict, total=False):
+    start_ns: int
+    end_ns: int
+    generation: int | None
+    collected: int | None
+    uncollectable: int | None
+
+
+class TorchTraceRecord(TypedDict, total=False):
+    """The index record of one torch profiler window (agent/inproc/torchwin.py, importers)."""
+
+    file: str | None  # TORCH_TRACES.file(n); None when the export failed
+    start_ns: int | None
+    end_ns: int | None
+    base_time_ns: int | None  # Kineto's baseTimeNanoseconds: event ts are us from it
+    activities: list[str]
+    torch_version: str
+    error: str | None
+    bytes: int
+    note: str
+    imported_from: str
+
+
+class NvmlCallRecord(TypedDict, total=False):
+    """One recorded NVML backend call (collectors/nvml_replay.py); the first is the meta record."""
+
+    call: str
+    gpu: int | None
+    t_ns: int
+    result: Any
+    error: str
+    format: str
+    version: int
+
+
+# ---- the streams ---------------------------------------------------------------------------------
+
+PROCESS = StreamSpec("process.jsonl", "process", ProcessRecord, record_tuple)
+THREADS = StreamSpec("threads.jsonl", "process", ThreadNameRecord, record_tuple)
+PYSPY = StreamSpec("pyspy.jsonl", "pyspy", PyspyWindowRecord, record_tuple)
+PYSPY_SOURCES = StreamSpec("pyspy-sources.jsonl", "pyspy", PyspySourceRecord, record_tuple)
+PYSPY_WINDOWS = StreamSpec("pyspy/", "pyspy", list[ChromeTraceEvent], read_json_list, StreamKind.FILES,
+                           "pyspy/window-{seq:04d}.json")
+NVML = StreamSpec("nvml.jsonl", "nvml", NvmlRecord, record_tuple)
+GPM = StreamSpec("gpm.jsonl", "gpm", GpmRecord, record_tuple)
+DCGM = StreamSpec("dcgm.jsonl", "dcgm", DcgmRecord, record_tuple)
+DCGM_RAW = StreamSpec("dcgm/", "dcgm", str, None, StreamKind.FILES, "dcgm/scrape-{seq:04d}.prom")
+SPANS = StreamSpec("spans.jsonl", "agent", SpanRecord, record_tuple)  # also the OTLP receiver, importers
+GC = StreamSpec("gc.jsonl", "agent", GcPauseRecord, record_tuple)
+TORCH = StreamSpec("torch.jsonl", "agent", TorchTraceRecord, record_tuple)
+TORCH_TRACES = StreamSpec("torch/", "agent", dict, None, StreamKind.FILES, "torch/trace-{seq:04d}.json.gz")
+# Recordings of the NVML/GPM backends (benchmarks/record_gpu.py), replayed by the GPU tests.
+NVML_CALLS = StreamSpec("nvml-calls.jsonl", "nvml", NvmlCallRecord, record_tuple)
+GPM_CALLS = StreamSpec("gpm-calls.jsonl", "gpm", NvmlCallRecord, record_tuple)
+
+STREAMS: tuple[StreamSpec, ...] = (PROCESS, THREADS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, NVML, GPM, DCGM,
+                                   DCGM_RAW, SPANS, GC, TORCH, TORCH_TRACES, NVML_CALLS, GPM_CALLS)
+
+
+__all__ = ["DCGM", "DCGM_RAW", "FINDINGS", "GC", "GPM", "GPM_CALLS", "NVML", "NVML_CALLS", "PROCESS", "PYSPY",
+           "PYSPY_SOURCES", "PYSPY_WINDOWS", "REPORT", "SPANS", "STREAMS", "THREADS", "TORCH", "TORCH_TRACES",
+           "StreamKind", "StreamSpec", "read_json_list", "record_tuple"]

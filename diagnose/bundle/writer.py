@@ -1,0 +1,103 @@
+"""Writing a bundle while a capture (or an import) runs: its directory, JSON Lines streams, the
+producers' own files and the manifest. Thread-safe where collectors need it; standard library only
+(the in-target agent writes its streams through ``BundleWriter``)."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from diagnose.bundle.files import _open_private, write_private_text
+from diagnose.bundle.manifest import MANIFEST, Manifest
+
+IMPORT_LABEL = "import"  # bundle_dir_name label of a bundle built from files (``diagnose analyze FILES``)
+
+
+def bundle_dir_name(label: int | str, when: datetime) -> str:
+    """``diagnose-<label>-<UTC time>``: the label is the target's pid, or IMPORT_LABEL."""
+    return f"diagnose-{label}-{when.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+def create_bundle_dir(out_dir: Path, label: int | str, when: datetime) -> Path:
+    """Create ``out_dir/diagnose-<label>-<time>/`` (then ``-2``, ``-3``... if taken) with mode 0700.
+
+    Raises OSError when ``out_dir`` cannot be created or written.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = bundle_dir_name(label, when)
+    suffix = 1
+    while True:
+        path = out_dir / (base if suffix == 1 else f"{base}-{suffix}")
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            suffix += 1
+            continue
+        os.chmod(path, 0o700)
+        return path
+
+
+class JsonlStream:
+    """An append-only JSON Lines stream; each record is flushed so a crash loses at most one line.
+
+    Thread-safe: collectors may write from their own threads.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = _open_private(path, "a")
+        self._lock = threading.Lock()
+        self.records = 0
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            self.records += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+class BundleWriter:
+    """Creates a bundle directory and writes its manifest and streams while a capture runs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._streams: dict[str, JsonlStream] = {}
+
+    @classmethod
+    def create(cls, out_dir: Path, label: int | str, when: datetime) -> "BundleWriter":
+        """A writer on a new directory ``out_dir/diagnose-<label>-<time>/`` (see create_bundle_dir).
+
+        Raises OSError when ``out_dir`` cannot be created or written.
+        """
+        return cls(create_bundle_dir(out_dir, label, when))
+
+    def stream(self, name: str) -> JsonlStream:
+        """The JSON Lines stream ``name`` (a StreamSpec's ``name``), opened on first use."""
+        if name not in self._streams:
+            self._streams[name] = JsonlStream(self.path / name)
+        return self._streams[name]
+
+    def file_path(self, name: str) -> Path:
+        """A path inside the bundle for a producer that writes its own format."""
+        return self.path / name
+
+    def write_json(self, name: str, data: Any) -> None:
+        write_private_text(self.path / name, json.dumps(data, indent=2, default=str) + "\n")
+
+    def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
+        self.write_json(MANIFEST, manifest.to_json() if isinstance(manifest, Manifest) else dict(manifest))
+
+    def close(self) -> None:
+        for s in self._streams.values():
+            s.close()
+
+
+__all__ = ["IMPORT_LABEL", "BundleWriter", "JsonlStream", "bundle_dir_name", "create_bundle_dir"]

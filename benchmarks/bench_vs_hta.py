@@ -3,7 +3,7 @@
 For each shared torch trace (../shared/data/torch-traces) and a synthetic trace of at least 1 GB
 (built by repeating a real one with shifted timestamps and ids), run in separate child processes:
 
-* diagnose: streaming read (signals/kineto/reader.py) + every analyzer (analysis.py) + signals;
+* diagnose: streaming read (traces/reader.py) + every analyzer (traces/report.py) + signals;
 * HTA 0.5.0 (``pip install '.[bench]'`` into a separate venv, passed with ``--hta-python``):
   ``TraceAnalysis`` load + temporal breakdown + idle-time breakdown + kernel breakdown.
 

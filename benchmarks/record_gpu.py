@@ -11,7 +11,7 @@ result is also written to ``nvml-calls.jsonl`` / ``gpm-calls.jsonl``: exactly wh
 ``ReplayBackend`` reads. ``fixtures/gpu/<label>/`` then holds the bundle (streams and manifest),
 the two call recordings, the workload's torch profiler trace (``torch/trace-0001.json.gz`` indexed
 by ``torch.jsonl``) and ``expected.json`` (label, expected quadrant, GPU, driver, date, ``real``).
-tests/test_gpu_nvml.py analyses each bundle and replays its calls through the collectors.
+tests/collectors/test_gpu_nvml.py analyses each bundle and replays its calls through the collectors.
 Reads only: no GPU setting is changed. Prints one summary row per workload.
 """
 from __future__ import annotations

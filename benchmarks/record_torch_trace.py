@@ -10,7 +10,7 @@ the loss back with ``.item()`` (a device-to-host copy plus a stream sync) and ca
 annotations, ac2g flows, cudaStreamSynchronize/cudaDeviceSynchronize, memcpy HtoD (pinned and
 pageable) and DtoH, GEMM/conv/attention/elementwise/reduction kernels and ``Input Dims``.
 Writes ``<out>/<gpu>-train-step/trace.json.gz`` and ``meta.json`` (GPU, driver, torch version,
-date). tests/test_kineto_real_gpu.py reads them. Needs an NVIDIA GPU and a CUDA build of torch.
+date). tests/traces/test_kineto_real_gpu.py reads them. Needs an NVIDIA GPU and a CUDA build of torch.
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ start: asks the agent for a capture of the capture window into the bundle (or, w
 on Python >= 3.14, first loads the agent with sys.remote_exec). stop: ends the agent's capture,
 waits for its report, collects files it had to stage elsewhere, and maps the report to a status.
 
-Streams (written by the agent inside the target): ``spans.jsonl``, ``gc.jsonl``, ``torch.jsonl``,
-``torch/trace-NNNN.json.gz``; see diagnose/agent/capture.py.
+Streams (written by the agent inside the target): SPANS, GC, TORCH and TORCH_TRACES
+(diagnose/bundle/streams.py); see diagnose/agent/inproc/capture.py.
 """
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
 from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 from diagnose.capture.target import Target
 
-STREAMS = ["spans.jsonl", "gc.jsonl", "torch.jsonl", "torch/"]
+STREAMS = [s.name for s in (SPANS, GC, TORCH, TORCH_TRACES)]
 # The agent ends by itself this long after the capture should have stopped it (a killed attach).
 GRACE_S = 5.0
 POLL_S = 0.1

@@ -6,13 +6,13 @@ urllib and parses it with prometheus_client's text parser (collectors/dcgm_field
 bindings (``DcgmReader``, shipped in /usr/local/dcgm/bindings/python3 with a DCGM install).
 Only fields are read or watched; no GPU setting is changed.
 
-Stream ``dcgm.jsonl``: ``{"kind": "source", "mode", "url"}`` then per scrape
+Stream DCGM (diagnose/bundle/streams.py): ``{"kind": "source", "mode", "url"}`` then per scrape
 ``{"kind": "scrape", "t_ns", "entities": [{"uuid", "gpu", "gpu_instance_id",
 "gpu_instance_profile", "model", "hostname", "values": {key: value}, "unknown": {key: reason},
 "names": {key: exporter field name}}]}``; failed scrapes as ``{"kind": "error", "t_ns", "reason"}``.
 ``t_ns`` is the Unix time when the scrape returned (values are the exporter's latest, which it
 refreshes every 30 s by default: ``dcgm-exporter -c``). The first raw scrape is kept as
-``dcgm/scrape-0001.prom``.
+the first file of DCGM_RAW.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import warnings
 from typing import Any
 
 from diagnose.bundle import BundleWriter, write_private_text
+from diagnose.bundle.streams import DCGM, DCGM_RAW
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 from diagnose.collectors.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
 from diagnose.capture.target import Target
@@ -185,16 +186,16 @@ class DcgmCollector(ThreadedCollector):
         return Probe(True)
 
     def _setup(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
-        self._out = bundle.stream("dcgm.jsonl")
-        self._streams = ["dcgm.jsonl"]
+        self._out = bundle.stream(DCGM.name)
+        self._streams = [DCGM.name]
         self._out.write({"kind": "source", "t_ns": time.time_ns(), "mode": self._source.mode,
                          "url": self._source.url})
         t_ns, entities, raw = self._first
         if raw is not None:
-            raw_dir = bundle.file_path("dcgm")
+            raw_dir = bundle.file_path(DCGM_RAW.directory)
             raw_dir.mkdir(mode=0o700, exist_ok=True)
-            write_private_text(raw_dir / "scrape-0001.prom", raw)
-            self._streams.append("dcgm/scrape-0001.prom")
+            write_private_text(bundle.file_path(DCGM_RAW.file(1)), raw)
+            self._streams.append(DCGM_RAW.file(1))
         self._write(t_ns, entities)
         self._skip_first_tick = True
 

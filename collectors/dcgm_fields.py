@@ -25,7 +25,7 @@ BLANK_REASON = "blank value from DCGM (>= 0x7ffffffffffffff0): not supported on 
 
 @dataclass(frozen=True)
 class DcgmField:
-    key: str  # name in dcgm.jsonl, with its unit
+    key: str  # name in the DCGM stream's records, with its unit
     names: tuple[str, ...]  # exporter/DCGM names, pre-4.6 first
     factor: float  # to the key's unit
     is_float: bool  # DCGM FP64 field (blank = 2**47)

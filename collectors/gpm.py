@@ -6,7 +6,7 @@ taken > 100 ms apart (``nvmlGpmSampleGet`` + ``nvmlGpmMetricsGet``). Metric ids 
 nvidia-ml-py ``NVML_GPM_METRIC_*`` (GRAPHICS_UTIL 1, SM_UTIL 2, SM_OCCUPANCY 3, ANY_TENSOR_UTIL 5,
 DRAM_BW_UTIL 10, FP64/FP32/FP16 11/12/13, PCIe TX/RX 20/21 and NVLink RX/TX 60/61 in MiB/s).
 
-Stream ``gpm.jsonl``: one ``{"kind": "device", "gpu", "uuid", "name", "supported", "reason"}`` per
+Stream GPM (diagnose/bundle/streams.py): one ``{"kind": "device", "gpu", "uuid", "name", "supported", "reason"}`` per
 GPU, then ``{"kind": "reading", "t_ns", "gpu", "interval_ns", "metrics": {...}, "unknown": {...}}``
 per GPU every ``GPM_PERIOD_S``; ``t_ns`` (Unix ns, this host's clock) ends the averaged interval.
 """
@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable
 
 from diagnose.bundle import BundleWriter
+from diagnose.bundle.streams import GPM
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, nvml_reason
 from diagnose.capture.target import Target
@@ -23,7 +24,7 @@ from diagnose.capture.target import Target
 GPM_PERIOD_S = 0.5  # GPM needs > 100 ms between samples; 2 Hz keeps the overhead negligible
 MIB = 1 << 20
 
-# (key in gpm.jsonl, NVML_GPM_METRIC_* constant, factor to the key's unit)
+# (key in GPM stream records, NVML_GPM_METRIC_* constant, factor to the key's unit)
 GPM_METRICS: tuple[tuple[str, str, float], ...] = (
     ("graphics_util_pct", "NVML_GPM_METRIC_GRAPHICS_UTIL", 1.0),
     ("sm_util_pct", "NVML_GPM_METRIC_SM_UTIL", 1.0),
@@ -139,8 +140,8 @@ class GpmCollector(ThreadedCollector):
 
     def _setup(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self.period_s = max(GPM_PERIOD_S, 1.0 / max(options.gpu_rate_hz, 0.1))
-        self._out = bundle.stream("gpm.jsonl")
-        self._streams = ["gpm.jsonl"]
+        self._out = bundle.stream(GPM.name)
+        self._streams = [GPM.name]
         for d in self._devices:
             self._out.write({"kind": "device", "gpu": d["index"], "uuid": d.get("uuid"),
                              "name": d.get("name"), "supported": bool(d.get("gpm_supported")),

@@ -7,7 +7,7 @@ every pid it has in the nested pid namespaces (``NSpid`` in /proc/<pid>/status):
 container matches whether diagnose runs inside or outside it, as far as /proc shows the host pid.
 When none matches, every GPU is read and the record says why. The list is refreshed every second.
 
-Stream ``nvml.jsonl`` (``kind`` tells the record apart):
+Stream NVML (diagnose/bundle/streams.py; ``kind`` tells the record apart):
 - ``host``: driver/NVML/CUDA versions, device_count, and ``clock`` (how times map to Unix ns);
 - ``device``: static facts per GPU (uuid, name, memory total, clock maxima, power limit, MIG mode,
   architecture, GPM support) with ``unknown`` {field: reason};
@@ -27,6 +27,7 @@ from typing import Any, Callable
 import psutil
 
 from diagnose.bundle import BundleWriter
+from diagnose.bundle.streams import NVML
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, now_us
 from diagnose.capture.target import Target
@@ -97,8 +98,8 @@ class NvmlCollector(ThreadedCollector):
     def _setup(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self.period_s = 1.0 / max(options.gpu_rate_hz, 0.1)
         self._pid = target.pid
-        self._out = bundle.stream("nvml.jsonl")
-        self._streams = ["nvml.jsonl"]
+        self._out = bundle.stream(NVML.name)
+        self._streams = [NVML.name]
         self._out.write({"kind": "host", "t_ns": time.time_ns(), **self._host, "clock": CLOCK_NOTE})
         for d in self._devices:
             self._out.write({"kind": "device", "gpu": d["index"], **{k: v for k, v in d.items() if k != "index"}})

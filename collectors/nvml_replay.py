@@ -5,7 +5,7 @@ and writes one line per call; ``ReplayBackend`` reads exactly those lines back a
 collectors' calls with them, so a recording made on real hardware runs the real collectors,
 signals and rules on a machine without a GPU.
 
-File format (``nvml-calls.jsonl``, one JSON object per line):
+File format (NVML_CALLS in diagnose/bundle/streams.py, one JSON object per line):
 ``{"call": "meta", "format": "diagnose-nvml-calls", "version": 1, ...}`` first, then
 ``{"call": "open"|"devices"|"processes"|"read"|"gpm_read", "gpu": int|null, "t_ns": int,
 "result": ...}`` or ``..., "error": "<reason>"}`` where the live call raised NvmlUnavailable.
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.bundle import JsonlStream
+from diagnose.bundle.streams import NVML_CALLS
 from diagnose.collectors.nvml_backend import NvmlBackend, NvmlUnavailable
 
 FORMAT = "diagnose-nvml-calls"
 VERSION = 1
-CALLS_FILE = "nvml-calls.jsonl"
+CALLS_FILE = NVML_CALLS.name
 
 
 class RecordingBackend(NvmlBackend):

@@ -5,7 +5,7 @@ while the capture runs) accepts ``POST /v1/traces`` with ``application/x-protobu
 ``application/json`` bodies, optionally gzip-encoded, as the OTLP/HTTP exporters send them
 (point ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` at ``http://HOST:PORT/v1/traces``). Bodies over
 ``otlp_max_body_bytes`` (before or after gzip) get 413, undecodable ones 400; both are counted in
-the manifest. Spans go to ``spans.jsonl`` with ``source: "otlp"`` (timestamps are the producer's
+the manifest. Spans go to the SPANS stream with ``source: "otlp"`` (timestamps are the producer's
 Unix ns: the receiver's clock does not enter).
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from diagnose.agent.inproc.records import SpanCounts
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.bundle.streams import SPANS
 from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 from diagnose.capture.target import Target
 
@@ -126,7 +127,7 @@ class OtlpCollector(Collector):
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         host, port = parse_listen(options.otlp_listen or "")
         self._max_bytes = options.otlp_max_body_bytes
-        self._stream = bundle.stream("spans.jsonl")
+        self._stream = bundle.stream(SPANS.name)
         try:
             self._server = _Server((host, port), _Handler, self)
         except OSError as exc:
@@ -218,12 +219,12 @@ class OtlpCollector(Collector):
         if counts["spans"] == 0 and counts["requests"] == 0:
             return CollectorStatus(self.name, CollectorState.OK, note + (
                 f"no OTLP requests arrived on {self._listen}: point OTEL_EXPORTER_OTLP_TRACES_ENDPOINT at "
-                f"http://{self._listen}{TRACES_PATH}"), counts, ["spans.jsonl"])
+                f"http://{self._listen}{TRACES_PATH}"), counts, [SPANS.name])
         if bad:
             state = CollectorState.PARTIAL if counts["spans"] else CollectorState.FAILED
             return CollectorStatus(self.name, state, note + f"{bad} request(s) rejected (see counts)",
-                                   counts, ["spans.jsonl"])
-        return CollectorStatus(self.name, CollectorState.OK, note or None, counts, ["spans.jsonl"])
+                                   counts, [SPANS.name])
+        return CollectorStatus(self.name, CollectorState.OK, note or None, counts, [SPANS.name])
 
 
 class _TooLarge(ValueError):

@@ -1,4 +1,4 @@
-"""OTLP trace payloads -> spans.jsonl records.
+"""OTLP trace payloads -> SPANS stream records.
 
 Decoding uses opentelemetry-proto's ``ExportTraceServiceRequest``: ``FromString`` for protobuf,
 ``google.protobuf.json_format`` for JSON. OTLP/JSON writes trace and span ids as hex (not base64

@@ -1,6 +1,6 @@
 """Process collector: psutil and /proc readings of the target and the host at ``process_hz``.
 
-Stream ``process.jsonl``, one record per tick with *cumulative* counters (CPU seconds, context
+Stream PROCESS (diagnose/bundle/streams.py ProcessRecord), one record per tick with *cumulative* counters (CPU seconds, context
 switches, IO bytes) so analysis can difference them over any window:
 ``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s`` (psutil ``cpu_times``), ``rss_bytes``,
 ``num_threads``, ``ctx_vol``/``ctx_invol``, ``io_read_bytes``/``io_write_bytes`` (psutil
@@ -10,7 +10,7 @@ wait_ns, slices]`` per OS thread (state and kernel wait channel from /proc/<pid>
 ``schedstat``; the last three are null where the kernel has no schedstat),
 ``sys_cpu_s`` (psutil ``cpu_times``: user, system, idle, iowait, steal... cumulative s),
 ``loadavg``, ``disk``/``net`` cumulative bytes, ``connections`` (every ``CONN_EVERY`` ticks),
-``children`` (with ``--subprocesses``). Thread names go once per new tid into ``threads.jsonl``.
+``children`` (with ``--subprocesses``). Thread names go once per new tid into THREADS.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 
 from diagnose.bundle import BundleWriter
+from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 from diagnose.capture.target import Target
 
@@ -66,9 +67,9 @@ class ProcessCollector(ThreadedCollector):
         self.period_s = 1.0 / max(0.5, options.process_hz)
         self._proc = psutil.Process(target.pid)
         self._children = options.subprocesses
-        self._out = bundle.stream("process.jsonl")
-        self._names = bundle.stream("threads.jsonl")
-        self._streams = ["process.jsonl", "threads.jsonl"]
+        self._out = bundle.stream(PROCESS.name)
+        self._names = bundle.stream(THREADS.name)
+        self._streams = [PROCESS.name, THREADS.name]
         self._tick_no = 0
 
     def counts(self) -> dict[str, Any]:

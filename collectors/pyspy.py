@@ -5,10 +5,10 @@ stops every thread on each sample), ``--idle --threads``, writing Chrome trace J
 its output only when a recording ends, so the capture is cut into consecutive windows of
 ``pyspy_window_s``; a crash loses at most one window.
 
-Streams: ``pyspy/window-NNNN.json`` (py-spy's own chrometrace, ``ts`` in us from the recording's
-origin), ``pyspy.jsonl`` (one record per window: ``spawn_ns``/``exit_ns`` Unix ns around the child,
+Streams (diagnose/bundle/streams.py): PYSPY_WINDOWS (py-spy's own chrometrace, one file per
+window, ``ts`` in us from the recording's origin), PYSPY (one record per window: ``spawn_ns``/``exit_ns`` Unix ns around the child,
 ``origin_ns`` and ``origin_err_ns`` = where ts 0 lies on the Unix clock and the half-width of the
-interval it must lie in, py-spy's ``samples``/``errors`` counts), ``pyspy-sources.jsonl`` (the
+interval it must lie in, py-spy's ``samples``/``errors`` counts), PYSPY_SOURCES (the
 source line behind each sampled ``file:line``, read through /proc/<pid>/root so it also works for
 containers; the frame catalog matches calls such as ``sock.recv(`` that have no Python frame).
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.bundle.streams import PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS
 from diagnose.collectors.base import CaptureOptions, Collector, Probe
 from diagnose.capture.target import Target
 
@@ -131,9 +132,9 @@ class PySpyCollector(Collector):
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self._target, self._options, self._bundle = target, options, bundle
-        (bundle.path / "pyspy").mkdir(mode=0o700, exist_ok=True)
-        self._index = bundle.stream("pyspy.jsonl")
-        self._sources = bundle.stream("pyspy-sources.jsonl")
+        (bundle.path / PYSPY_WINDOWS.directory).mkdir(mode=0o700, exist_ok=True)
+        self._index = bundle.stream(PYSPY.name)
+        self._sources = bundle.stream(PYSPY_SOURCES.name)
         self._deadline = time.monotonic() + options.duration_s
         self._thread = threading.Thread(target=self._loop, name="diagnose-pyspy", daemon=True)
         self._thread.start()
@@ -172,7 +173,7 @@ class PySpyCollector(Collector):
     def _record_window(self, window_s: float) -> str | None:
         """Record one window; return the failure reason if it produced no output."""
         self._windows += 1
-        rel = f"pyspy/window-{self._windows:04d}.json"
+        rel = PYSPY_WINDOWS.file(self._windows)
         out = self._bundle.path / rel
         spawn_ns = time.time_ns()
         try:
@@ -275,7 +276,7 @@ class PySpyCollector(Collector):
         return self._status()
 
     def _status(self) -> CollectorStatus:
-        streams = ["pyspy.jsonl", "pyspy-sources.jsonl", "pyspy/"]
+        streams = [s.name for s in (PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS)]
         counts = self.counts()
         if self._failure and self._samples == 0:
             return CollectorStatus(self.name, CollectorState.FAILED, self._failure, counts, streams)

@@ -342,7 +342,7 @@ def report(bundle: Path, fmt: str, output: Path | None, thresholds: Path | None)
         _echo_document(body)
         return
     try:
-        write_private_bytes(output, body.encode() if isinstance(body, str) else body)
+        write_private_bytes(output, body.encode("utf-8", errors="backslashreplace") if isinstance(body, str) else body)
     except OSError as exc:
         raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory")
     click.echo(f"wrote {output}")

@@ -55,13 +55,18 @@ def write_documents(report: Report) -> tuple[Path, ...]:
     try:
         for name, body in documents(report).items():
             path = report.bundle.path / name
-            write_private_bytes(path, body.encode() if isinstance(body, str) else body)
+            write_private_bytes(path, _encoded(body))
             written.append(path)
     except DocumentsNotWritten:
         raise
     except OSError as exc:
         raise DocumentsNotWritten(report, exc) from exc
     return tuple(written)
+
+
+def _encoded(body: str | bytes) -> bytes:
+    # undecodable bytes from the target (argv, paths) arrive as surrogates: escaped, never fatal
+    return body.encode("utf-8", errors="backslashreplace") if isinstance(body, str) else body
 
 
 def analyse_and_write(bundle: Bundle | Path, overrides: dict[str, float] | None = None) -> Report:

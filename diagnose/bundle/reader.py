@@ -23,7 +23,8 @@ T = TypeVar("T")
 class Bundle:
     """A bundle opened for reading. ``manifest`` is the decoded ``manifest.json`` (checked by
     ``manifest_problem``; ``typed_manifest`` is the same as a Manifest). ``torn_lines`` counts the
-    unparsable lines skipped, per stream."""
+    unparsable lines skipped, per stream. Streams are read once per Bundle: to see records a running
+    capture appended since, open a new one (the live view's analysis child does, each time)."""
 
     path: Path
     manifest: dict[str, Any]

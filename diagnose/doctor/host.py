@@ -90,7 +90,7 @@ def check_terminal() -> Check:
 
 def run_checks(pid: int | None = None, dcgm_url: str | None = None) -> list[Check]:
     from diagnose.doctor.agent import agent_checks  # the in-process agent of --pid
-    from diagnose.doctor.gpu import gpu_checks  # NVML, GPM, DCGM: diagnose/gpu_doctor.py
+    from diagnose.doctor.gpu import gpu_checks  # NVML, GPM, DCGM
 
     return [
         *check_pyspy(pid),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Iterable
 
+from diagnose.bundle.streams import GC
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.rules.kernel_catalog import DEFAULT_CATEGORY, KERNEL_CATALOG, KernelGroup
 from diagnose.rules.stage_catalog import STAGES, Stage
@@ -242,7 +243,7 @@ _SPANS: tuple[SignalSpec, ...] = (
         f"{SPANS}: time the {KEY} stage (rules/stage_catalog.py) was open inside requests / request time",
         keys=STAGES, worse_by_key=((Stage.QUEUE, H),)),
     _tl("spans.tail_gc_overlap_pct", "%", H,
-        f"{SPANS} + gc.jsonl: share of the slowest 1% of requests overlapping a GC pause"),
+        f"{SPANS} + {GC.name}: share of the slowest 1% of requests overlapping a GC pause"),
     *(_tl(f"llm.{m}_{q}_ms", "ms", H, f"{SPANS}, gen_ai attributes / first-token events: {q.upper()} of {m.upper()} "
           f"({'time to first token' if m == 'ttft' else 'time per output token'})")
       for m in ("ttft", "tpot") for q in ("p50", "p99")),

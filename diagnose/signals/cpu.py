@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import bisect
-import json
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, THREADS
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.signals.base import SourceResult, collector_reason
@@ -41,20 +42,45 @@ class PyspyTimeline:
 
 
 def load_sources(bundle: Bundle) -> dict[tuple[str, int], str]:
-    """The source line behind each sampled ``file:line`` (pyspy-sources.jsonl)."""
-    return {(r["file"], int(r["line"])): r["text"] for r in bundle.records("pyspy-sources.jsonl")
+    """The source line behind each sampled ``file:line`` (the PYSPY_SOURCES stream)."""
+    return {(r["file"], int(r["line"])): r["text"] for r in bundle.stream(PYSPY_SOURCES)
             if "file" in r and "line" in r and "text" in r}
 
 
-def window_events(bundle: Bundle, window: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The chrometrace events of one indexed py-spy window; None if it is missing or unreadable
-    (never a device or a path outside the bundle)."""
-    path = bundle.member(window.get("file"))
-    try:
-        events = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path else None
-    except (OSError, ValueError, RecursionError):
-        return None
-    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else None
+@dataclass(frozen=True)
+class PyspyWindow:
+    """One indexed py-spy window and the stacks rebuilt from its chrometrace (``segments`` None:
+    its file is missing, unreadable, or not a regular file inside the bundle)."""
+
+    record: dict[str, Any]
+    segments: tuple[Segment, ...] | None
+
+
+def _window_no(record: dict[str, Any]) -> int | float:
+    n = record.get("window", 0)
+    return n if isinstance(n, (int, float)) and not isinstance(n, bool) else 0
+
+
+def pyspy_windows(bundle: Bundle) -> tuple[PyspyWindow, ...]:
+    """Every py-spy window in window order, its file parsed once per bundle: the CPU and the
+    timeline sources both read them (a window's JSON is the largest thing they parse)."""
+    def parse() -> tuple[PyspyWindow, ...]:
+        out = []
+        for w in sorted(bundle.stream(PYSPY), key=_window_no):
+            events = bundle.read_file(PYSPY_WINDOWS, w.get("file"))
+            out.append(PyspyWindow(w, None if events is None else tuple(segments_from_chrometrace(events))))
+        return tuple(out)
+
+    return bundle.derived("pyspy.windows", parse)
+
+
+def stack_category(bundle: Bundle, frames: tuple[Frame, ...], sources: dict[tuple[str, int], str]) -> str:
+    """The frame catalog's category of a stack, classified once per bundle."""
+    cache: dict[tuple[Frame, ...], str] = bundle.derived("pyspy.categories", dict)
+    cat = cache.get(frames)
+    if cat is None:
+        cat = cache[frames] = classify(frames, sources)
+    return cat
 
 
 def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
@@ -65,19 +91,15 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
     """
     sources = load_sources(bundle)
     profile, timeline = StackProfile(), PyspyTimeline()
-    windows = sorted(bundle.records("pyspy.jsonl"), key=lambda w: w.get("window", 0))
-    categories: dict[tuple[Frame, ...], str] = {}
+    windows = pyspy_windows(bundle)
     bad = 0
-    for w in windows:
-        events = window_events(bundle, w)
-        if events is None:
+    for window in windows:
+        if window.segments is None:
             bad += 1
             continue
-        origin = w.get("origin_ns")
-        for seg in segments_from_chrometrace(events):
-            cat = categories.get(seg.frames)
-            if cat is None:
-                cat = categories[seg.frames] = classify(seg.frames, sources)
+        origin = window.record.get("origin_ns")
+        for seg in window.segments:
+            cat = stack_category(bundle, seg.frames, sources)
             reading = None
             if kernel is not None and origin is not None:
                 reading = kernel.at(seg.tid, int(origin + (seg.start_us + seg.end_us) * 500), KERNEL_TOLERANCE_NS)
@@ -86,7 +108,7 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
             if origin is not None:
                 timeline.add(seg.tid, int(origin + seg.start_us * 1000), int(origin + seg.end_us * 1000), cat)
     timeline.sort()
-    return profile, timeline, windows, bad
+    return profile, timeline, [w.record for w in windows], bad
 
 
 def resolve_io(cat: str, reading: Reading | None) -> str:
@@ -203,8 +225,8 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
 
 
 def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
-    proc_records = sorted(bundle.records("process.jsonl"), key=lambda r: r.get("t_ns", 0))
-    proc = summarize(proc_records, list(bundle.records("threads.jsonl")))
+    proc_records = sorted(bundle.stream(PROCESS), key=lambda r: r.get("t_ns", 0))
+    proc = summarize(proc_records, list(bundle.stream(THREADS)))
     kernel = KernelTimeline(proc.threads if proc else thread_usage(proc_records))
     profile, timeline, windows, bad = load_profile(bundle, kernel)
     signals = stack_signals(profile, collector_reason(bundle, "pyspy"))

@@ -231,7 +231,7 @@ def _quality(nv: NvmlData, gpm: GpmData, dc: DcgmData) -> dict[str, Any]:
 
 
 def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
-    """``gpu.*`` signals from nvml.jsonl, gpm.jsonl and dcgm.jsonl, with the GPU table in
+    """``gpu.*`` signals from the NVML, GPM and DCGM streams, with the GPU table in
     ``details`` (``gpu_devices``, ``gpu_mig_instances``). Raises nothing for missing streams:
     every unknown signal carries the reason of each source it could have come from."""
     nv, gpm, dc = read_nvml(bundle), read_gpm(bundle), read_dcgm(bundle)

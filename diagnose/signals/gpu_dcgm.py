@@ -1,4 +1,4 @@
-"""Per-GPU metrics from the DCGM stream (``dcgm.jsonl``, collectors/dcgm.py), time-weighted. Pure.
+"""Per-GPU metrics from the DCGM stream (collectors/dcgm.py), time-weighted. Pure.
 
 An entity is a GPU (no ``gpu_instance_id``) or a MIG instance of one. Profiling counters of a
 partitioned GPU describe the target only through its own instance: when the target's instance is
@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.streams import DCGM
 from diagnose.collectors.dcgm_fields import BY_KEY
 from diagnose.signals.gpu_series import Metric, numbers, time_weighted_mean
 
-# dcgm.jsonl key -> metric key (shared vocabulary of gpu_series.py)
+# DCGM record key -> metric key (shared vocabulary of gpu_series.py)
 MEAN_KEYS = {
     "gpu_util_pct": "kernel_busy_pct", "mem_copy_util_pct": "memory_busy_pct",
     "gr_engine_active_pct": "gr_engine_active_pct", "sm_active_pct": "sm_active_pct",
@@ -47,7 +48,7 @@ class DcgmData:
 
 def read_dcgm(bundle: Bundle) -> DcgmData:
     data = DcgmData()
-    for rec in bundle.records("dcgm.jsonl"):
+    for rec in bundle.stream(DCGM):
         kind = rec.get("kind")
         if kind == "source":
             data.source = rec

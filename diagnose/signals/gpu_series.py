@@ -3,7 +3,7 @@
 Each reader turns one stream into ``{uuid: {metric_key: Metric}}`` in one shared vocabulary
 (``kernel_busy_pct``, ``sm_active_pct``, ``dram_active_pct``...), each value with the exact
 counter it came from; diagnose/signals/gpu.py then picks the best source per signal.
-Streams and record shapes: collectors/nvml.py (``nvml.jsonl``) and collectors/gpm.py (``gpm.jsonl``).
+Streams and record shapes: NVML (collectors/nvml.py) and GPM (collectors/gpm.py).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from statistics import median
 from typing import Any, Iterable
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.streams import GPM, NVML
 
 MAX_GAP_FACTOR = 5  # a gap longer than 5 typical intervals is missing data, not a long reading
 # NVML clock-event reasons that mean the clocks were held down (nvmlClocksEventReason*):
@@ -50,7 +51,7 @@ def time_weighted_mean(points: Iterable[tuple[int, float]]) -> float | None:
 
 @dataclass
 class NvmlData:
-    """``nvml.jsonl`` regrouped: host facts, devices by index, target records, readings per GPU."""
+    """The NVML stream regrouped: host facts, devices by index, target records, readings per GPU."""
 
     host: dict[str, Any] = field(default_factory=dict)
     devices: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -100,7 +101,7 @@ def clean_target(rec: dict[str, Any]) -> dict[str, Any]:
 
 def read_nvml(bundle: Bundle) -> NvmlData:
     data = NvmlData()
-    for rec in bundle.records("nvml.jsonl"):
+    for rec in bundle.stream(NVML):
         kind = rec.get("kind")
         if kind == "host":
             data.host = rec
@@ -220,7 +221,7 @@ def _process_metric(rows: list[dict[str, Any]], pids: set[int]) -> Metric:
     return Metric(value, src, None if value is not None else f"NVML: {why}")
 
 
-# GPM metric key in gpm.jsonl -> (metric key, GPM name for the source string)
+# GPM metric key in GPM records -> (metric key, GPM name for the source string)
 GPM_KEYS = {
     "graphics_util_pct": ("gr_engine_active_pct", "GRAPHICS_UTIL"),
     "sm_util_pct": ("sm_active_pct", "SM_UTIL"),
@@ -245,7 +246,7 @@ class GpmData:
 
 def read_gpm(bundle: Bundle) -> GpmData:
     data, uuid_of = GpmData(), {}
-    for rec in bundle.records("gpm.jsonl"):
+    for rec in bundle.stream(GPM):
         if rec.get("kind") == "device" and isinstance(rec.get("gpu"), int):
             uuid = str(rec.get("uuid") or f"nvml-gpu-{rec['gpu']}")
             uuid_of[rec["gpu"]] = uuid

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from diagnose.bundle.counters import HostCpu, host_cpu, process_cpu_s
 from diagnose.model import Signal, missing
 from diagnose.signals.threads import ThreadUsage, thread_usage
 
@@ -29,7 +30,7 @@ class ProcessSummary:
     ncpu: int
     threads: dict[int, ThreadUsage]
     comm: dict[int, str]
-    sys_delta: dict[str, float]
+    host: HostCpu | None  # None: no host CPU time between the first and last record
     io_read_bytes: float | None
     io_write_bytes: float | None
     rss_max_bytes: float
@@ -38,7 +39,7 @@ class ProcessSummary:
 
 
 def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> ProcessSummary | None:
-    """Reduce ``process.jsonl`` records (time-ordered); None with fewer than two records."""
+    """Reduce PROCESS records (time-ordered); None with fewer than two records."""
     if len(records) < 2:
         return None
     first, last = records[0], records[-1]
@@ -46,11 +47,11 @@ def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> Pro
     return ProcessSummary(
         records=len(records),
         elapsed_s=(last["t_ns"] - first["t_ns"]) / 1e9,
-        cpu_s=(last["cpu_user_s"] + last["cpu_system_s"]) - (first["cpu_user_s"] + first["cpu_system_s"]),
+        cpu_s=process_cpu_s(last) - process_cpu_s(first),
         ncpu=int(last.get("ncpu") or 1),
         threads=thread_usage(records),
         comm={int(n["tid"]): str(n.get("comm") or "") for n in names if "tid" in n},
-        sys_delta=_delta(first.get("sys_cpu_s", {}), last.get("sys_cpu_s", {})),
+        host=host_cpu(first.get("sys_cpu_s", {}), last.get("sys_cpu_s", {})),
         io_read_bytes=_diff(first, last, "io_read_bytes"),
         io_write_bytes=_diff(first, last, "io_write_bytes"),
         rss_max_bytes=max(r.get("rss_bytes", 0) for r in records),
@@ -71,10 +72,6 @@ def _children_cpu(records: list[dict[str, Any]]) -> float | None:
             first.setdefault(c["pid"], cpu)
             last[c["pid"]] = cpu
     return sum(last[p] - first[p] for p in last)
-
-
-def _delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-    return {k: b[k] - a.get(k, 0.0) for k in b}
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
@@ -198,19 +195,14 @@ def _wait_signals(s: ProcessSummary, parked_at: Callable[[int, int], bool]) -> d
 
 
 def _host_signals(s: ProcessSummary) -> dict[str, Signal]:
-    d = s.sys_delta
-    total = sum(d.values())
+    h = s.host
     src = "process collector (psutil cpu_times, host)"
-    if total <= 0:
+    if h is None:
         return {}
-    busy = total - d.get("idle", 0.0) - d.get("iowait", 0.0) - d.get("steal", 0.0)
-    out = {
-        "sys.cpu_util_pct": Signal("sys.cpu_util_pct", 100.0 * busy / total, "%", src),
-        "sys.iowait_pct": Signal("sys.iowait_pct", 100.0 * d.get("iowait", 0.0) / total, "%", src)
-        if "iowait" in d else missing("sys.iowait_pct", "%", src, "iowait not reported on this OS"),
-        "sys.steal_pct": Signal("sys.steal_pct", 100.0 * d.get("steal", 0.0) / total, "%", src)
-        if "steal" in d else missing("sys.steal_pct", "%", src, "steal not reported on this OS"),
-    }
+    out = {"sys.cpu_util_pct": Signal("sys.cpu_util_pct", h.busy_pct, "%", src)}
+    for name, value, field in (("sys.iowait_pct", h.iowait_pct, "iowait"), ("sys.steal_pct", h.steal_pct, "steal")):
+        out[name] = (Signal(name, value, "%", src) if value is not None
+                     else missing(name, "%", src, f"{field} not reported on this OS"))
     for name, val, unit in (
         ("io.read_bytes_per_s", s.io_read_bytes, "bytes/s"),
         ("io.write_bytes_per_s", s.io_write_bytes, "bytes/s"),

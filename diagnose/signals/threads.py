@@ -2,7 +2,7 @@
 
 Sources: /proc/<pid>/task/<tid>/stat (state letter, utime/stime via psutil), ``wchan`` (the kernel
 function a sleeping thread waits in) and ``schedstat`` (ns on a CPU, ns runnable but waiting for a
-CPU, timeslices), read at ~10 Hz. Pure: input is the decoded ``process.jsonl`` records.
+CPU, timeslices), read at ~10 Hz. Pure: input is the decoded PROCESS records.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnose.bundle.counters import cpu_since, thread_cpu_s
 from diagnose.rules.frame_catalog import WAIT_CHANNELS
 
 
@@ -81,20 +82,20 @@ def thread_usage(records: list[dict[str, Any]]) -> dict[int, ThreadUsage]:
     threads: dict[int, ThreadUsage] = {}
     first: dict[int, tuple] = {}
     prev: dict[int, tuple[float, float]] = {}
-    at_start = {row[0] for row in records[0].get("threads", [])} if records else set()
+    start_cpu = thread_cpu_s(records[0]) if records else {}
     for rec in records:
+        used = cpu_since(start_cpu, thread_cpu_s(rec))
         for row in rec.get("threads", []):
             tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices = _row(row)
             tu = threads.setdefault(tid, ThreadUsage(tid))
-            # A thread born during the capture (e.g. one per request) counts from zero, not from
-            # its first reading: its counters are cumulative since it started.
-            base = (user_s + sys_s, run_ns, wait_ns, slices) if tid in at_start else (
-                0.0, 0 if run_ns is not None else None, 0 if wait_ns is not None else None,
+            # schedstat counters follow cpu_since's rule: a thread born during the capture from zero
+            base = (run_ns, wait_ns, slices) if tid in start_cpu else (
+                0 if run_ns is not None else None, 0 if wait_ns is not None else None,
                 0 if slices is not None else None)
             f = first.setdefault(tid, base)
-            tu.cpu_s = user_s + sys_s - f[0]
-            if run_ns is not None and f[1] is not None:
-                tu.run_ns, tu.wait_ns, tu.slices = run_ns - f[1], wait_ns - f[2], slices - f[3]
+            tu.cpu_s = used[tid]
+            if run_ns is not None and f[0] is not None:
+                tu.run_ns, tu.wait_ns, tu.slices = run_ns - f[0], wait_ns - f[1], slices - f[2]
             pu, ps = prev.get(tid, (user_s, sys_s))
             du, ds = user_s - pu, sys_s - ps
             prev[tid] = (user_s, sys_s)

@@ -1,7 +1,7 @@
 """Timeline signal source: torch traces, spans, GC pauses and py-spy stacks on one clock.
 
-Reads ``torch.jsonl`` + ``torch/trace-*.json.gz`` (kernel timeline), ``spans.jsonl``, ``gc.jsonl``
-and the py-spy windows, runs the pure analyzers (signals/kineto, signals/spans*, signals/join) and
+Reads the TORCH index + TORCH_TRACES (kernel timeline), SPANS, GC and the py-spy windows
+(diagnose/bundle/streams.py), runs the pure analyzers (diagnose/traces, signals/spans/, signals/join) and
 returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tables for renderers.
 """
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from diagnose.bundle import Bundle, BundleError
+from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
 from diagnose.model import Signal, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
 from diagnose.rules.gpu_specs import (GPU_SPECS, OVERRIDE_FILE, Fingerprint, GpuSpec, SpecError, find_spec,
                                        parse_overrides)
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.cpu import load_sources, window_events
+from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
 from diagnose.traces.devices import DeviceProps
@@ -30,9 +31,7 @@ from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.analytics import SpanSet, parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
-from diagnose.signals.stacks import classify, segments_from_chrometrace
 
-TORCH_INDEX = "torch.jsonl"
 NO_TRACE = ("no torch profiler trace in this bundle: run the service under `diagnose run` (agent) "
             "or pass a trace file to `diagnose analyze`")
 SLOW_STEP_PCT = 90
@@ -56,11 +55,13 @@ def bundle_specs(bundle: Bundle) -> tuple[tuple[GpuSpec, ...], str | None]:
 
 
 def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
-    """Traces indexed in torch.jsonl (with their clock base), else any torch/*.json[.gz]."""
-    rows = [(bundle.member(r["file"]), r.get("base_time_ns")) for r in bundle.records(TORCH_INDEX)
+    """Traces indexed in TORCH (with their clock base), else any *.json[.gz] in the TORCH_TRACES
+    directory."""
+    rows = [(bundle.member(r["file"]), r.get("base_time_ns")) for r in bundle.stream(TORCH)
             if isinstance(r.get("file"), str) and not r.get("error") and bundle.member(r["file"])]
-    if not rows and (bundle.path / "torch").is_dir():
-        rows = [(p, None) for p in sorted((bundle.path / "torch").glob("*.json*"))]
+    directory = bundle.path / TORCH_TRACES.directory
+    if not rows and directory.is_dir():
+        rows = [(p, None) for p in sorted(directory.glob("*.json*"))]
     return rows
 
 
@@ -87,20 +88,18 @@ def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
     measurement, not the service. A thread's name is the one py-spy reported in any sample.
     """
     sources = load_sources(bundle)
-    cats: dict[tuple, str] = {}
     segs = []
-    for w in bundle.records("pyspy.jsonl"):
-        origin = w.get("origin_ns")
-        events = window_events(bundle, w) if type(origin) is int else None
-        if events is not None:
-            segs += [(origin, seg) for seg in segments_from_chrometrace(events)]
+    for w in pyspy_windows(bundle):
+        origin = w.record.get("origin_ns")
+        if type(origin) is int and w.segments is not None:
+            segs += [(origin, seg) for seg in w.segments]
     names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
     out = []
     for origin, seg in segs:
         name = names.get(seg.tid, "?")
         if name.startswith(AGENT_THREAD_PREFIX):
             continue
-        cat = cats.get(seg.frames) or cats.setdefault(seg.frames, classify(seg.frames, sources))
+        cat = stack_category(bundle, seg.frames, sources)
         out.append(TimedStack(seg.tid, name, origin + int(seg.start_us * 1000),
                               origin + int(seg.end_us * 1000), seg.frames, cat))
     return out
@@ -188,11 +187,11 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
-    ss = parse_spans(bundle.records("spans.jsonl"))
+    ss = parse_spans(bundle.stream(SPANS))
     window = _capture_window(bundle)
     summary = request_summary(ss, window)
     llm = llm_summary(ss.spans, summary.get("window_s"))
-    tail = tail_summary(ss.requests, gc_pauses(bundle.records("gc.jsonl")))
+    tail = tail_summary(ss.requests, gc_pauses(bundle.stream(GC)))
     stacks = load_timed_stacks(bundle)
     gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
     span_reason = NO_SPANS if not ss.spans else "spans recorded but none is a request (root span)"

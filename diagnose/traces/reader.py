@@ -421,7 +421,7 @@ def _whole_document(head: list[bytes], builder: ColumnBuilder) -> dict[str, Any]
 def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace:
     """Read a Kineto/Chrome trace (``.json`` or gzipped, detected by content).
 
-    ``base_time_ns``: the clock base from the bundle's ``torch.jsonl`` when the trace has none.
+    ``base_time_ns``: the clock base from the bundle's TORCH index record when the trace has none.
     Raises TraceReadError when the file cannot be opened or holds no JSON document at all; a
     truncated or partly malformed file is read as far as it goes (see ``report``).
     """

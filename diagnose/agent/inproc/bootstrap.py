@@ -11,7 +11,8 @@ import importlib.util
 import os
 import sys
 
-DIAGNOSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# this file is diagnose/agent/inproc/bootstrap.py: three levels up is the diagnose package
+DIAGNOSE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV_AGENT = "DIAGNOSE_AGENT"
 TRUE_VALUES = ("1", "true", "yes", "on")
 

@@ -3,8 +3,8 @@
 Runs on its own thread (``diagnose-agent-capture``) so the control socket answers at once and the
 serving threads keep serving. It wakes every DRAIN_PERIOD_S to move queued spans and GC pauses to
 the bundle streams (the hot-path hooks only append to deques), ends the torch window when it is
-due, and stops at the deadline or on ``request_stop``. Writes (see bundle conventions):
-``spans.jsonl``, ``gc.jsonl``, ``torch.jsonl`` and ``torch/trace-NNNN.json.gz``.
+due, and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
+and TORCH_TRACES (diagnose/bundle/streams.py).
 
 ``report()`` says, per part (torch, spans, gc), ``ok``, ``skipped`` (not requested), ``unavailable``
 or ``failed``, with the reason.
@@ -23,6 +23,7 @@ from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.records import SpanCounts, count_record
 from diagnose.agent.inproc.torchwin import DEFAULT_WINDOW_S, MAX_WINDOW_S, TorchWindow, torch_unavailable_reason
 from diagnose.bundle import BundleWriter
+from diagnose.bundle.streams import GC, SPANS, TORCH
 
 MAX_CAPTURE_S = 3600.0
 DRAIN_PERIOD_S = 0.25
@@ -166,7 +167,7 @@ class CaptureSession:
         window, self._torch = self._torch, None
         self._end_torch_mirror()
         record = window.stop()
-        self._writer.stream("torch.jsonl").write(record)
+        self._writer.stream(TORCH.name).write(record)
         part = self.parts["torch"]
         part.counts = {"torch_traces": 1 if record["file"] else 0, "torch_trace_bytes": record.get("bytes", 0),
                        "torch_window_s": round((record["end_ns"] - record["start_ns"]) / 1e9, 3)}
@@ -180,13 +181,13 @@ class CaptureSession:
             self.bridge.torch_on = False
 
     def _drain(self) -> None:
-        stream = self._writer.stream("spans.jsonl") if self.request.spans else None
+        stream = self._writer.stream(SPANS.name) if self.request.spans else None
         finished = self._sink.take_finished()
         if stream is not None and finished:
             self._write_spans(stream, finished)
         pauses = self._gc.drain()
         if pauses:
-            gc_stream = self._writer.stream("gc.jsonl")
+            gc_stream = self._writer.stream(GC.name)
             for p in pauses:
                 gc_stream.write(p)
 
@@ -206,7 +207,7 @@ class CaptureSession:
         self._drain()
         still_open = self._sink.take_open()
         if still_open and self.request.spans:
-            self._write_spans(self._writer.stream("spans.jsonl"), still_open)
+            self._write_spans(self._writer.stream(SPANS.name), still_open)
         self._writer.close()
         self.parts["spans"].counts = {**self._span_counts.to_json(), "spans_dropped": self._sink.dropped}
         self.parts["gc"].counts = {"gc_pauses": self._gc.recorded, "gc_dropped": self._gc.dropped}

@@ -1,4 +1,5 @@
-"""The ``spans.jsonl`` record shape shared by every span producer (agent, OTLP receiver, importers).
+"""The SPANS stream record shape (diagnose/bundle/streams.py SpanRecord) shared by every span
+producer (agent, OTLP receiver, importers).
 
 Pure helpers, standard library only (the agent runs them inside the target, whatever its
 environment). Record shape (see the bundle conventions): trace_id (32 hex), span_id (16 hex),
@@ -137,7 +138,7 @@ def make_record(*, trace_id: Any, span_id: Any, parent_span_id: Any, name: Any, 
                 start_ns: int | None, end_ns: int | None, status: Any,
                 attributes: Mapping[str, Any] | None, events: list[dict[str, Any]],
                 service: str | None, source: str) -> dict[str, Any]:
-    """Build and check one spans.jsonl record.
+    """Build and check one SPANS record.
 
     Raises SpanRejected with the counter key: "bad_id", "no_start_time", "end_before_start".
     A span without an end time is kept with ``end_ns`` None (still open when the capture ended).

@@ -133,7 +133,7 @@ def is_attached() -> bool:
 
 
 def span_record(span: Any) -> dict[str, Any]:
-    """ReadableSpan (opentelemetry-sdk) -> spans.jsonl record. Raises SpanRejected."""
+    """ReadableSpan (opentelemetry-sdk) -> SPANS record. Raises SpanRejected."""
     ctx = span.context
     parent = span.parent
     resource = getattr(span, "resource", None)

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from diagnose.bundle.streams import TORCH_TRACES
+
 MAX_WINDOW_S = 60.0
 DEFAULT_WINDOW_S = 10.0
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -47,12 +49,12 @@ def read_base_time_ns(path: Path) -> int | None:
 
 
 class TorchWindow:
-    """Start/stop one profiler window; ``stop`` writes ``torch/trace-NNNN.json.gz`` and its index record."""
+    """Start/stop one profiler window; ``stop`` writes one TORCH_TRACES file and its index record."""
 
     def __init__(self, out_dir: Path, seq: int, record_shapes: bool = True, with_flops: bool = True,
                  with_stack: bool = False):
         self.out_dir = out_dir
-        self.rel = f"torch/trace-{seq:04d}.json.gz"
+        self.rel = TORCH_TRACES.file(seq)
         self.opts = {"record_shapes": record_shapes, "with_flops": with_flops, "with_stack": with_stack}
         self.note: str | None = None
         self._prof: Any = None
@@ -88,7 +90,7 @@ class TorchWindow:
         return config()
 
     def stop(self) -> dict[str, Any]:
-        """Stop and export. Returns the ``torch.jsonl`` record (``error`` set if export failed)."""
+        """Stop and export. Returns the TORCH index record (``error`` set if export failed)."""
         torch = sys.modules["torch"]
         record: dict[str, Any] = {"file": None, "start_ns": self.start_ns, "end_ns": None,
                                   "base_time_ns": None, "activities": self._activities,

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from diagnose import __version__
-from diagnose.bundle import (MANIFEST, SCHEMA_VERSION, BundleWriter, CollectorState, CollectorStatus,
-                             manifest_problem)
+from diagnose.bundle import IMPORT_LABEL, MANIFEST, BundleWriter, CollectorState, CollectorStatus, Manifest
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed, Importer
 from diagnose.bundle.importers.pyspy_files import PySpyImporter
 from diagnose.bundle.importers.span_files import SpanFileImporter
@@ -61,7 +58,7 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
                                    "; export it again from its producer") from None
         writer.close()
         manifest = _manifest(paths, ctx)
-        problem = manifest_problem(manifest)
+        problem = manifest.problem()
         if problem:
             raise ImportFailed(f"{', '.join(map(str, paths))}: timestamps out of range ({problem})")
         writer.write_manifest(manifest)
@@ -87,17 +84,11 @@ def _missing(p: Path) -> str:
 
 
 def _create(out_dir: Path) -> BundleWriter:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path, n = out_dir / f"diagnose-import-{stamp}", 1
-    while path.exists():
-        n += 1
-        path = out_dir / f"diagnose-import-{stamp}-{n}"
     try:
-        path.mkdir(mode=0o700, parents=True)
-        path.chmod(0o700)
+        return BundleWriter.create(out_dir, IMPORT_LABEL, datetime.now(timezone.utc))
     except OSError as exc:
-        raise ImportFailed(f"cannot create {path}: {exc.strerror or exc}; choose --out DIR you can write") from None
-    return BundleWriter(path)
+        raise ImportFailed(f"cannot create {exc.filename or out_dir}: {exc.strerror or exc}; choose --out DIR "
+                           "you can write") from None
 
 
 def _import_one(path: Path, ctx: ImportContext) -> None:
@@ -112,7 +103,7 @@ def _import_one(path: Path, ctx: ImportContext) -> None:
         "or console-exporter span dump, or py-spy raw/speedscope/chrometrace output")
 
 
-def _manifest(paths: list[Path], ctx: ImportContext) -> dict:
+def _manifest(paths: list[Path], ctx: ImportContext) -> Manifest:
     statuses = []
     for name in ("pyspy", "process", "agent", "otlp"):
         if name in ctx.sources:
@@ -122,19 +113,10 @@ def _manifest(paths: list[Path], ctx: ImportContext) -> dict:
         else:
             statuses.append(CollectorStatus(name, CollectorState.UNAVAILABLE, MISSING[name]))
     bounds = ctx.bounds_ns
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "diagnose", "version": __version__, "python": sys.version.split()[0]},
-        "target": {"name": "imported artifacts", "cmdline": [str(p) for p in paths]},
-        "options": {},
-        "command": list(sys.argv),
-        "imported_at_ns": time.time_ns(),
-        "started_ns": min(bounds) if bounds else None,
-        "ended_ns": max(bounds) if bounds else None,
-        "end_reason": "imported",
-        "partial": False,
-        "collectors": [s.to_json() for s in statuses],
-    }
+    return Manifest.build(
+        target={"name": "imported artifacts", "cmdline": [str(p) for p in paths]}, collectors=statuses,
+        started_ns=min(bounds) if bounds else None, ended_ns=max(bounds) if bounds else None,
+        end_reason="imported", partial=False, imported_at_ns=time.time_ns())
 
 
 __all__ = ["IMPORTERS", "ImportFailed", "MANIFEST", "import_files", "is_bundle_input"]

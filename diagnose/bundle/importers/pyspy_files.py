@@ -1,7 +1,7 @@
 """Import py-spy output: ``--format raw`` (collapsed stacks), ``speedscope`` or ``chrometrace``.
 
-Each file becomes one window of the pyspy streams (``pyspy/window-NNNN.json`` in py-spy's
-chrometrace shape, indexed in ``pyspy.jsonl``), so the CPU analysis reads it like a live capture.
+Each file becomes one window of the pyspy streams (a ``PYSPY_WINDOWS`` file in py-spy's
+chrometrace shape, indexed in ``PYSPY``), so the CPU analysis reads it like a live capture.
 raw and speedscope files carry no wall-clock time: the window has no ``origin_ns`` and cannot be
 aligned with other streams. raw files carry sample counts only; their rate is assumed to be py-spy's
 default, ASSUMED_RATE_HZ, and recorded as assumed.
@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from diagnose.bundle import write_private_text
+from diagnose.bundle.streams import PYSPY, PYSPY_WINDOWS
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
 
 ASSUMED_RATE_HZ = 100
@@ -144,8 +145,8 @@ class PySpyImporter:
     def _write(artifact: Artifact, ctx: ImportContext, events: list[Any], fmt: str,
                rate: int | None, samples: int | None) -> None:
         n = ctx.next_index("pyspy")
-        rel = f"pyspy/window-{n:04d}.json"
-        ctx.writer.file_path("pyspy").mkdir(mode=0o700, exist_ok=True)
+        rel = PYSPY_WINDOWS.file(n)
+        ctx.writer.file_path(PYSPY_WINDOWS.directory).mkdir(mode=0o700, exist_ok=True)
         write_private_text(ctx.writer.file_path(rel), json.dumps(events, separators=(",", ":")))
         last = max((float(e.get("ts", 0)) for e in events if isinstance(e, dict)), default=0.0)
         record: dict[str, Any] = {"window": n, "file": rel, "last_ts_us": last, "errors": 0,
@@ -154,7 +155,7 @@ class PySpyImporter:
             record["samples"] = samples
         if rate is not None:
             record.update(rate_hz=rate, rate_assumed=True)
-        ctx.writer.stream("pyspy.jsonl").write(record)
+        ctx.writer.stream(PYSPY.name).write(record)
         ctx.produced("pyspy", artifact.path, windows=1, samples=samples or 0)
         if rate is not None:
             ctx.note("pyspy", f"{artifact.path.name}: raw output has no rate; {rate} Hz assumed")

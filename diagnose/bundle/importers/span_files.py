@@ -1,6 +1,6 @@
 """Import span dumps: OTLP/JSON exports (one request, or one per line as the collector's file
 exporter writes them; hex or base64 ids) and the Python SDK's ConsoleSpanExporter output (``0x`` ids,
-ISO-8601 times). Spans go to ``spans.jsonl`` with ``source: "import"``; spans that cannot be placed
+ISO-8601 times). Spans go to the ``SPANS`` stream with ``source: "import"``; spans that cannot be placed
 on the timeline (end before start, no start, bad ids) are counted, not written.
 """
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.agent.inproc.records import LONG_SPAN_NS, SpanCounts
+from diagnose.bundle.streams import SPANS
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
 
 
@@ -40,7 +41,7 @@ class SpanFileImporter:
         from diagnose.collectors.otlp_decode import OtlpDecodeError, file_records
 
         counts = SpanCounts()
-        stream = ctx.writer.stream("spans.jsonl")
+        stream = ctx.writer.stream(SPANS.name)
         try:
             for rec in file_records(artifact.text(), "import", counts):
                 stream.write(rec)

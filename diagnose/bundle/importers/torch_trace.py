@@ -5,8 +5,8 @@ writes schemaVersion, deviceProperties and distributedInfo first; the array may 
 at most MAX_SNIFF_BYTES. Loading streams the file once (trace_stream.py): memory stays bounded
 on a trace far larger than its object graph would fit in.
 
-The trace is stored gzipped as ``torch/trace-NNNN.json.gz`` exactly as it was (re-compressed only
-when it came uncompressed) and indexed in ``torch.jsonl``. Its place on the Unix clock comes from
+The trace is stored gzipped as a ``TORCH_TRACES`` file exactly as it was (re-compressed only
+when it came uncompressed) and indexed in ``TORCH``. Its place on the Unix clock comes from
 Kineto's ``baseTimeNanoseconds`` (event ``ts`` are us from it); without it (older torch) ``ts``
 that are already Unix µs are taken as they are, and any other trace gets ``start_ns``/``end_ns``
 None: it can be analysed alone but not aligned with other streams.
@@ -17,6 +17,7 @@ from __future__ import annotations
 from contextlib import closing
 from typing import Iterable
 
+from diagnose.bundle.streams import TORCH, TORCH_TRACES
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
 from diagnose.bundle.importers.trace_stream import copy_and_skim
 from diagnose.traces.reader import MIN_UNIX_US, base_time_ns, plausible_ns
@@ -68,7 +69,7 @@ class TorchTraceImporter:
 
     def load(self, artifact: Artifact, ctx: ImportContext) -> None:
         n = ctx.next_index("torch")
-        rel = f"torch/trace-{n:04d}.json.gz"
+        rel = TORCH_TRACES.file(n)
         skim, stream = copy_and_skim(artifact, ctx.writer.file_path(rel))
         if not stream.events_seen:
             raise ImportFailed(f"{artifact.path}: the trace reader finds no {EVENTS_KEY} array in it; export "
@@ -91,7 +92,7 @@ class TorchTraceImporter:
                 unplaced = (f"has event times that fall outside 2000-2100 on the Unix clock (ts {bounds[0]:.6g} to "
                             f"{bounds[1]:.6g} us)")
                 start_ns = end_ns = None
-        ctx.writer.stream("torch.jsonl").write({
+        ctx.writer.stream(TORCH.name).write({
             "file": rel, "start_ns": start_ns, "end_ns": end_ns, "base_time_ns": base,
             "activities": ["cpu", "cuda"] if skim.gpu else ["cpu"],
             "torch_version": str(meta.get("torch_version") or "unknown"),

@@ -1,8 +1,8 @@
-"""Stream a torch trace once: copy it into the bundle while gathering what its ``torch.jsonl``
+"""Stream a torch trace once: copy it into the bundle while gathering what its TORCH index
 record needs (time span, GPU activity, event count, the document's metadata).
 
 One read of the file, whatever its size: the raw bytes pass through a CopyingReader into the
-bundle's copy while the trace reader's event stream (signals/kineto/reader.py ``stream_events``)
+bundle's copy while the trace reader's event stream (diagnose/traces/reader.py ``stream_events``)
 parses them one batch (~1 MiB of JSON) at a time into a TraceSkim. Memory: a few chunks and one
 parsed batch; no columns are built (the analysis reads the copy again with ``read_trace``).
 """

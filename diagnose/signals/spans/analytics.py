@@ -1,6 +1,6 @@
 """Span analytics: request latency distribution, QPS, concurrency, stage breakdown (pure).
 
-Input is the ``spans.jsonl`` records (bundle conventions; written by the in-process agent, the
+Input is the SPANS stream's records (diagnose/bundle/streams.py SpanRecord; written by the in-process agent, the
 OTLP receiver or the importer). A *request* is a root span: no parent, or a parent that is not in
 the capture (its caller lives in another process). Latency percentiles use numpy's linear
 interpolation. Stage shares are the time each stage (rules/stage_catalog.py) was open inside the

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.bundle.streams import GC
 from diagnose.model import Signal, missing
 from diagnose.rules.stage_catalog import STAGES
 
@@ -34,10 +35,10 @@ def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) 
                         "inside requests / request time")
     if tail.get("gc_overlap_pct") is not None:
         out["spans.tail_gc_overlap_pct"] = Signal("spans.tail_gc_overlap_pct", tail["gc_overlap_pct"], "%",
-                                                  SRC + " + gc.jsonl, slowest 1% overlapping a GC pause")
+                                                  SRC + f" + {GC.name}, slowest 1% overlapping a GC pause")
     else:
         out["spans.tail_gc_overlap_pct"] = missing("spans.tail_gc_overlap_pct", "%", SRC,
-                                                   "no GC pauses recorded (gc.jsonl absent or empty)")
+                                                   f"no GC pauses recorded ({GC.name} absent or empty)")
     return out
 
 

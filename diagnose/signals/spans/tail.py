@@ -2,7 +2,7 @@
 
 Compared with all requests: the stage whose share grows most in the tail, the numeric request
 attribute (rules/stage_catalog.py SIZE_ATTRIBUTES) whose median grows most, and how many tail
-requests overlap a garbage-collection pause (``gc.jsonl``: start_ns/end_ns/generation).
+requests overlap a garbage-collection pause (the GC stream: start_ns/end_ns/generation).
 """
 from __future__ import annotations
 

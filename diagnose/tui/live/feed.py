@@ -4,7 +4,7 @@ Threading contract: the capture runs in the thread ``LiveSession`` starts and ca
 ``on_progress`` from its wait loop; that callback only stores a reference (never blocks, never
 takes a lock the UI holds). ``LiveFeed`` is used from one Textual worker thread at a time: it
 tails the process streams and has ``analyze`` re-run on the partial bundle (in a low-priority
-child process, see analyser.py); its results reach the widgets only as messages. Nothing here
+child process, see background_analysis.py); its results reach the widgets only as messages. Nothing here
 touches Textual.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from typing import Callable
 
+from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
 from diagnose.tui.live.adapt_gpu import gpu_history_values
@@ -150,7 +151,7 @@ class LiveFeed:
         if path is None:
             return 0
         if self._process is None:
-            self._process, self._names = JsonlTail(path / "process.jsonl"), JsonlTail(path / "threads.jsonl")
+            self._process, self._names = JsonlTail(path / PROCESS.name), JsonlTail(path / THREADS.name)
         for rec in self._names.read():
             self.cpu.add_name(rec)
         n = 0
@@ -199,12 +200,12 @@ class LiveFeed:
 
 def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
     """The live view as it looked when a finished capture ended: every process record through the
-    same series, and the Report's analysis of the whole bundle."""
+    same series (as parsed for the analysis), and the Report's analysis of the whole bundle."""
     bundle, analysis = report.bundle, report.analysis
     cpu = ProcessSeries()
-    for rec in JsonlTail(bundle.path / "threads.jsonl").read():
+    for rec in bundle.stream(THREADS):
         cpu.add_name(rec)
-    for rec in JsonlTail(bundle.path / "process.jsonl").read():
+    for rec in bundle.stream(PROCESS):
         cpu.add(rec)
     m = bundle.manifest
     elapsed_s = ((m.get("ended_ns") or 0) - (m.get("started_ns") or 0)) / 1e9

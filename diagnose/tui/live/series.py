@@ -1,8 +1,9 @@
 """Live time series for the dashboard, accumulated from the capture's own records. Pure.
 
-``ProcessSeries`` turns consecutive ``process.jsonl`` records (cumulative counters, see
+``ProcessSeries`` turns consecutive PROCESS records (cumulative counters, see
 collectors/process.py) into per-interval process CPU %, host CPU % and the busiest thread, so the
-CPU sparkline has the collector's full 10 Hz resolution. ``SignalHistory`` turns the running
+CPU sparkline has the collector's full 10 Hz resolution. The counters are read by the same pure
+functions as the capture's signals (diagnose/bundle/counters.py), so the two agree. ``SignalHistory`` turns the running
 capture averages that ``analyze`` reports each second (e.g. ``gpu.sm_active_pct``, time-weighted
 over the capture so far) into per-interval means: with averages A1 at t1 and A2 at t2 (seconds
 since the capture started), the mean over (t1, t2] is (A2*t2 - A1*t1) / (t2 - t1). That holds
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
+
+from diagnose.bundle.counters import cpu_since, host_cpu, process_cpu_s, thread_cpu_s
 
 MAX_POINTS = 600  # 60 s at 10 Hz: more than any panel is wide
 
@@ -45,7 +48,7 @@ class ProcessSeries:
         self._ncpu = 1
 
     def add_name(self, record: dict[str, Any]) -> None:
-        """A ``threads.jsonl`` record: {tid, comm}."""
+        """A THREADS record: {tid, comm}."""
         if "tid" in record:
             self._names[int(record["tid"])] = str(record.get("comm") or "")
 
@@ -53,7 +56,7 @@ class ProcessSeries:
         self.records += 1
         self._ncpu = int(rec.get("ncpu") or self._ncpu)
         t_ns = int(rec.get("t_ns", 0))
-        self._thread_cpu.append((t_ns, {int(t[0]): float(t[1]) + float(t[2]) for t in rec.get("threads", [])}))
+        self._thread_cpu.append((t_ns, thread_cpu_s(rec)))
         while self._thread_cpu and t_ns - self._thread_cpu[0][0] > self._window_ns:
             self._thread_cpu.popleft()
         prev, self._prev = self._prev, rec
@@ -62,11 +65,10 @@ class ProcessSeries:
         dt_s = (t_ns - int(prev.get("t_ns", 0))) / 1e9
         if dt_s <= 0:
             return
-        cpu = lambda r: float(r.get("cpu_user_s", 0.0)) + float(r.get("cpu_system_s", 0.0))  # noqa: E731
-        self._process.append(max(0.0, 100.0 * (cpu(rec) - cpu(prev)) / dt_s))
-        host = _host_busy_pct(prev.get("sys_cpu_s") or {}, rec.get("sys_cpu_s") or {})
+        self._process.append(max(0.0, 100.0 * (process_cpu_s(rec) - process_cpu_s(prev)) / dt_s))
+        host = host_cpu(prev.get("sys_cpu_s") or {}, rec.get("sys_cpu_s") or {})
         if host is not None:
-            self._host.append(host)
+            self._host.append(host.busy_pct)
 
     def snapshot(self) -> CpuSnapshot:
         tid, pct = self._busiest()
@@ -78,20 +80,11 @@ class ProcessSeries:
             return None, None
         (t0, first), (t1, last) = self._thread_cpu[0], self._thread_cpu[-1]
         dt_s = (t1 - t0) / 1e9
-        deltas = {tid: cpu - first[tid] for tid, cpu in last.items() if tid in first}
+        deltas = cpu_since(first, last)
         if dt_s <= 0 or not deltas:
             return None, None
         tid = max(deltas, key=deltas.get)
         return tid, 100.0 * deltas[tid] / dt_s
-
-
-def _host_busy_pct(a: dict[str, float], b: dict[str, float]) -> float | None:
-    d = {k: float(b[k]) - float(a.get(k, 0.0)) for k in b}
-    total = sum(d.values())
-    if total <= 0:
-        return None
-    idle = d.get("idle", 0.0) + d.get("iowait", 0.0) + d.get("steal", 0.0)
-    return 100.0 * (total - idle) / total
 
 
 class SignalHistory:

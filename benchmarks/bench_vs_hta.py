@@ -44,12 +44,12 @@ def _cpu_s() -> float:
 
 def run_diagnose(path: str) -> dict:
     sys.path.insert(0, str(REPO))
-    from diagnose.traces.report import analyze_trace
-    from diagnose.traces.reader import read_trace
+    import numpy.ma  # noqa: F401  numpy imports it lazily on first percentile; imports are not timed
+
     from diagnose.signals.kernel_timeline import trace_signals
     from diagnose.signals.timeline import device_peak
-
-    import numpy.ma  # noqa: F401  numpy imports it lazily on first percentile; imports are not timed
+    from diagnose.traces.reader import read_trace
+    from diagnose.traces.report import analyze_trace
 
     base = _rss_bytes()
     t0, c0 = time.perf_counter(), _cpu_s()

@@ -25,8 +25,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 PROFILE_AFTER_S = 4.0
 PROFILE_STEPS = 10
@@ -119,7 +120,8 @@ def sync(torch: Any, dev: str) -> None:
 
 def profile(torch: Any, dev: str, step: Callable[[], None], stage: Path) -> None:
     """One torch.profiler window; writes torch/trace-0001.json.gz and torch-meta.json."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     (stage / "torch").mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ SUMMARY = ("gpu.kernel_busy_pct", "gpu.sm_active_pct", "gpu.tensor_active_pct", 
            "cpu.process_util_pct")
 
 
-def die(message: str) -> "SystemExit":
+def die(message: str) -> SystemExit:
     print(f"error: {message}", file=sys.stderr)
     return SystemExit(2)
 
@@ -75,6 +75,7 @@ def nvml_preflight() -> dict:
 def capture(child: subprocess.Popen, dest: Path, seconds: float, meta: dict) -> Path:
     """Capture ``child`` into a bundle under dest/.capture, recording every NVML call into dest."""
     from diagnose.capture.session import Capture
+    from diagnose.capture.target import resolve_target
     from diagnose.collectors import CaptureOptions
     from diagnose.collectors.gpm import GpmCollector
     from diagnose.collectors.nvml import NvmlCollector
@@ -82,7 +83,6 @@ def capture(child: subprocess.Popen, dest: Path, seconds: float, meta: dict) -> 
     from diagnose.collectors.nvml_replay import RecordingBackend
     from diagnose.collectors.process import ProcessCollector
     from diagnose.collectors.pyspy import PySpyCollector
-    from diagnose.capture.target import resolve_target
 
     def recorder(name: str):
         return lambda: RecordingBackend(LiveNvmlBackend(), dest / name, meta)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from diagnose.capture.session import Capture
 from diagnose.capture.stop import StopFlag
-from diagnose.collectors import CaptureOptions
 from diagnose.capture.target import resolve_target
+from diagnose.collectors import CaptureOptions
 from diagnose.tui.app import make_app
 from diagnose.tui.live.feed import LiveSession
 from diagnose.tui.results.screen import ResultsScreen

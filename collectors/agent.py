@@ -18,8 +18,8 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
-from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 from diagnose.capture.target import Target
+from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 
 STREAMS = [s.name for s in (SPANS, GC, TORCH, TORCH_TRACES)]
 # The agent ends by itself this long after the capture should have stopped it (a killed attach).

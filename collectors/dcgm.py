@@ -17,7 +17,6 @@ the first file of DCGM_RAW.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 import urllib.parse
@@ -26,9 +25,9 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import DCGM, DCGM_RAW
+from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 from diagnose.collectors.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
-from diagnose.capture.target import Target
 
 PERIOD_S = 1.0
 TIMEOUT_S = 2.0
@@ -78,7 +77,7 @@ class ExporterSource:
                 body = resp.read(MAX_BYTES + 1)
         except urllib.error.HTTPError as exc:
             raise DcgmError(f"HTTP {exc.code} from {self.url}") from None
-        except (urllib.error.URLError, socket.timeout, OSError) as exc:
+        except (TimeoutError, urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise DcgmError(f"cannot reach {self.url}: {reason}") from None
         if len(body) > MAX_BYTES:

@@ -13,13 +13,14 @@ per GPU every ``GPM_PERIOD_S``; ``t_ns`` (Unix ns, this host's clock) ends the a
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import GPM
+from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, nvml_reason
-from diagnose.capture.target import Target
 
 GPM_PERIOD_S = 0.5  # GPM needs > 100 ms between samples; 2 Hz keeps the overhead negligible
 MIB = 1 << 20

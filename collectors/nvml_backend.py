@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 NO_GPU_INSTANCE = 0xFFFFFFFF  # NVML's gpuInstanceId for a process outside MIG
 

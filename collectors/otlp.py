@@ -20,8 +20,8 @@ from typing import Any
 from diagnose.agent.inproc.records import SpanCounts
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import SPANS
-from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 from diagnose.capture.target import Target
+from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 
 DEFAULT_HOST = "127.0.0.1"
 TRACES_PATH = "/v1/traces"
@@ -63,7 +63,7 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:
         return  # a client that hangs up mid-request is not the capture's problem (no traceback)
 
-    def __init__(self, addr: tuple[str, int], handler: type, collector: "OtlpCollector"):
+    def __init__(self, addr: tuple[str, int], handler: type, collector: OtlpCollector):
         self.address_family = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         self.collector = collector
         super().__init__(addr, handler)
@@ -166,8 +166,7 @@ class OtlpCollector(Collector):
         return self._ingest(body, ctype)
 
     def _ingest(self, body: bytes, ctype: str) -> tuple[int, bytes, str]:
-        from diagnose.collectors.otlp_decode import (
-            OtlpDecodeError, decode_json, decode_protobuf, request_records)
+        from diagnose.collectors.otlp_decode import OtlpDecodeError, decode_json, decode_protobuf, request_records
 
         try:
             request = decode_protobuf(body) if ctype == PROTOBUF else decode_json(body)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
-from diagnose.agent.inproc.records import (
-    SpanCounts, SpanRejected, bound_events, count_record, format_id, make_record)
+from diagnose.agent.inproc.records import SpanCounts, SpanRejected, bound_events, count_record, format_id, make_record
 
 _ID_KEYS = {"traceId": 32, "trace_id": 32, "spanId": 16, "span_id": 16,
             "parentSpanId": 16, "parent_span_id": 16}

@@ -22,8 +22,8 @@ import psutil
 
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import PROCESS, THREADS
-from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 from diagnose.capture.target import Target
+from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 
 CONN_EVERY = 10  # net_connections walks every fd; keep it at ~1 Hz
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS
-from diagnose.collectors.base import CaptureOptions, Collector, Probe
 from diagnose.capture.target import Target
+from diagnose.collectors.base import CaptureOptions, Collector, Probe
 
 ENV_BINARY = "DIAGNOSE_PY_SPY"
 _COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")

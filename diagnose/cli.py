@@ -22,7 +22,7 @@ Exit codes:
 """
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> "click.exceptions.Exit":
+def fail(message: str, code: int = EXIT_USAGE) -> click.exceptions.Exit:
     click.echo(f"diagnose: error: {message}", err=True)
     return click.exceptions.Exit(code)
 
@@ -32,7 +32,7 @@ def check_out_dir(out: Path) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise fail(f"cannot create output directory {out}: {exc.strerror}; choose --out DIR you can write")
+        raise fail(f"cannot create output directory {out}: {exc.strerror}; choose --out DIR you can write") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise fail(f"output directory {out} is not writable; choose --out DIR you can write")
     return out
@@ -142,7 +142,8 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
     """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code."""
     from diagnose.capture.target import TargetError
     from diagnose.collectors import CaptureOptions
-    from diagnose.pipeline import AttachRequest, DocumentsNotWritten, attach as attach_target
+    from diagnose.pipeline import AttachRequest, DocumentsNotWritten
+    from diagnose.pipeline import attach as attach_target
     from diagnose.tui.runner import capture_view
 
     overrides = load_thresholds(thresholds)  # a bad file fails before the target is touched
@@ -156,13 +157,13 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
         check_out_dir(out)
         done = attach_target(request, capture_view(no_tui, out, overrides))
     except TargetError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except DocumentsNotWritten as exc:
         path = exc.report.bundle.path
         raise fail(f"captured into {path} but cannot write its report: {exc.strerror}; "
-                   f"free space there, then run `diagnose analyze {path}`", EXIT_NOTHING)
+                   f"free space there, then run `diagnose analyze {path}`", EXIT_NOTHING) from None
     except OSError as exc:
-        raise fail(f"cannot write the bundle under {out}: {exc}", EXIT_NOTHING)
+        raise fail(f"cannot write the bundle under {out}: {exc}", EXIT_NOTHING) from None
     result, v = done.capture, done.report.verdict
     click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else "")
                + f", confidence {v.confidence:.2f}")
@@ -207,7 +208,8 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
 
     Example: diagnose run -- python serve.py --port 8000. Exit code: the command's.
     """
-    from diagnose.agent.host.run import RunError, exec_command, print_env as env_lines, run_with_capture
+    from diagnose.agent.host.run import RunError, exec_command, run_with_capture
+    from diagnose.agent.host.run import print_env as env_lines
 
     if print_env:
         click.echo(env_lines(nvtx))
@@ -228,7 +230,7 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
         check_out_dir(out)
         code = run_with_capture(list(command), nvtx, after, capture)
     except RunError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     sys.exit(code)
 
 
@@ -294,7 +296,7 @@ def open_report(bundle: Path, overrides: dict[str, float] | None):
     try:
         return analyse(bundle, overrides)
     except BundleError as exc:
-        raise fail(f"{exc}; pass the directory that `diagnose attach` created")
+        raise fail(f"{exc}; pass the directory that `diagnose attach` created") from None
 
 
 def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
@@ -306,7 +308,7 @@ def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
     try:
         bundle = import_files(list(inputs), check_out_dir(out))
     except ImportFailed as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     click.echo(f"bundle: {bundle}", err=True)
     return bundle
 
@@ -322,7 +324,7 @@ def load_thresholds(path: Path | None) -> dict[str, float]:
     try:
         return load_overrides_file(path)
     except ThresholdError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
 
 
 @main.command(epilog=EPILOG)
@@ -344,7 +346,7 @@ def report(bundle: Path, fmt: str, output: Path | None, thresholds: Path | None)
     try:
         write_private_bytes(output, body.encode("utf-8", errors="backslashreplace") if isinstance(body, str) else body)
     except OSError as exc:
-        raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory")
+        raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory") from None
     click.echo(f"wrote {output}")
 
 
@@ -399,5 +401,5 @@ def demo(duration: float, out: Path, no_tui: bool) -> None:
                                command=["diagnose", "demo", "--duration", f"{duration:g}"])
             click.echo(f"load generator: {service.stats()}")
     except DemoError as exc:
-        raise fail(str(exc), EXIT_NOTHING)
+        raise fail(str(exc), EXIT_NOTHING) from None
     sys.exit(code)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from diagnose.bundle import FINDINGS, REPORT, Bundle, write_private_bytes
 from diagnose.model import Report
@@ -84,7 +85,7 @@ class CaptureView(Protocol):
     ``capture`` until it ends and may call ``finish`` itself (the live TUI does, to show the
     results); it returns the result and the Report when it made one."""
 
-    def run(self, capture: "Capture", stop: threading.Event, finish: Finish) -> tuple["CaptureResult", Report | None]:
+    def run(self, capture: Capture, stop: threading.Event, finish: Finish) -> tuple[CaptureResult, Report | None]:
         ...
 
 
@@ -94,7 +95,7 @@ class AttachRequest:
     command line recorded in the manifest, and the ``--thresholds`` overrides."""
 
     pid: int
-    options: "CaptureOptions"
+    options: CaptureOptions
     out_dir: Path
     command: tuple[str, ...] = ()
     overrides: dict[str, float] = field(default_factory=dict)
@@ -104,7 +105,7 @@ class AttachRequest:
 class Attached:
     """A finished attach: the capture's result and its Report (documents written)."""
 
-    capture: "CaptureResult"
+    capture: CaptureResult
     report: Report
 
 
@@ -121,7 +122,7 @@ def attach(request: AttachRequest, view: CaptureView) -> Attached:
     finished: list[Report] = []
     not_written: list[DocumentsNotWritten] = []
 
-    def finish(result: "CaptureResult") -> Report:  # once, whoever asks first (view or here)
+    def finish(result: CaptureResult) -> Report:  # once, whoever asks first (view or here)
         if not finished:
             finished.append(analyse(result.bundle_path, request.overrides))
             try:

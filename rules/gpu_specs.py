@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 OVERRIDE_FILE = "gpu_specs.json"
 
@@ -37,7 +38,7 @@ class Fingerprint:
     units: int | None = None  # SMs (NVIDIA) or compute units (AMD) of one device
     mem_gib: int | None = None  # device memory, whole GiB
 
-    def admits(self, facts: "Fingerprint | None") -> bool:
+    def admits(self, facts: Fingerprint | None) -> bool:
         if facts is None:
             return False
         pairs = ((self.compute, facts.compute), (self.units, facts.units), (self.mem_gib, facts.mem_gib))

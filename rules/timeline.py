@@ -8,8 +8,7 @@ system layer).
 """
 from diagnose.model import Layer, Quadrant, Severity
 from diagnose.rules.base import Condition, Rule
-from diagnose.rules.gpu import (GPU_BUSY, KERNEL_WINDOW_COVERS, TRAINING_BANDWIDTH_ACTIONS,
-                                TRAINING_COMPUTE_ACTIONS)
+from diagnose.rules.gpu import GPU_BUSY, KERNEL_WINDOW_COVERS, TRAINING_BANDWIDTH_ACTIONS, TRAINING_COMPUTE_ACTIONS
 
 Q, L, S = Quadrant, Layer, Severity
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -69,7 +68,7 @@ def trickle_server():
         while not done.is_set() and time.monotonic() < deadline:
             try:
                 conns.append(srv.accept()[0])
-            except socket.timeout:
+            except TimeoutError:
                 pass
             for c in list(conns):
                 try:

@@ -274,8 +274,8 @@ def replay_factory(recording: Path):
 def capture(pid: int, out: Path, collectors: tuple, duration_s: float = 1.5, **options) -> Path:
     """Run a real Capture of ``pid`` with ``collectors`` and return the bundle path."""
     from diagnose.capture.session import Capture
-    from diagnose.collectors import CaptureOptions
     from diagnose.capture.target import resolve_target
+    from diagnose.collectors import CaptureOptions
 
     opts = CaptureOptions(duration_s=duration_s, **{"gpu_rate_hz": 20.0, **options})
     result = Capture(resolve_target(pid), opts, out, command=["test"], collectors=collectors).run(threading.Event())

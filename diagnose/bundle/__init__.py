@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from diagnose.bundle.errors import BundleError
 from diagnose.bundle.files import write_private_bytes, write_private_text
-from diagnose.bundle.manifest import (MANIFEST, SCHEMA_VERSION, CollectorState, CollectorStatus, Manifest,
-                                      manifest_problem)
+from diagnose.bundle.manifest import (
+                                      MANIFEST,
+                                      SCHEMA_VERSION,
+                                      CollectorState,
+                                      CollectorStatus,
+                                      Manifest,
+                                      manifest_problem,
+)
 from diagnose.bundle.reader import Bundle
 from diagnose.bundle.streams import FINDINGS, REPORT, StreamSpec
 from diagnose.bundle.writer import IMPORT_LABEL, BundleWriter, JsonlStream, bundle_dir_name, create_bundle_dir

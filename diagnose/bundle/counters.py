@@ -7,8 +7,9 @@ standard library only.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 # Host psutil cpu_times fields. On Linux guest and guest_nice are already counted inside user and
 # nice (psutil's cpu_percent and htop subtract them too); idle, iowait and steal are time the host's

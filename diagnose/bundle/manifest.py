@@ -7,9 +7,10 @@ shape analysis relies on. Standard library only: the in-target agent imports thi
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from diagnose import __version__
 from diagnose.bundle.errors import BundleError
@@ -42,7 +43,7 @@ class CollectorStatus:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CollectorStatus":
+    def from_json(cls, data: dict[str, Any]) -> CollectorStatus:
         return cls(
             name=data["name"],
             state=CollectorState(data.get("state", "failed")),
@@ -84,7 +85,7 @@ class Manifest:
     def build(cls, *, target: Mapping[str, Any], collectors: Iterable[CollectorStatus],
               started_ns: int | None, ended_ns: int | None, end_reason: str, partial: bool,
               options: Mapping[str, Any] | None = None, command: Iterable[str] | None = None,
-              imported_at_ns: int | None = None) -> "Manifest":
+              imported_at_ns: int | None = None) -> Manifest:
         """A new manifest of this tool and schema version; ``command`` defaults to ``sys.argv``."""
         return cls(target=dict(target), collectors=tuple(collectors), started_ns=started_ns,
                    ended_ns=ended_ns, end_reason=end_reason, partial=partial,
@@ -114,7 +115,7 @@ class Manifest:
         return out
 
     @classmethod
-    def from_json(cls, data: Any) -> "Manifest":
+    def from_json(cls, data: Any) -> Manifest:
         """Raises BundleError when ``data`` fails ``manifest_problem``; other fields of an older or
         hand-edited manifest are read leniently (a wrong type becomes empty)."""
         problem = manifest_problem(data)

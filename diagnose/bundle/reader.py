@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from diagnose.bundle.errors import BundleError
 from diagnose.bundle.manifest import MANIFEST, CollectorStatus, Manifest, manifest_problem
@@ -32,7 +33,7 @@ class Bundle:
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def open(cls, path: Path) -> "Bundle":
+    def open(cls, path: Path) -> Bundle:
         """Raises BundleError when ``path`` has no readable manifest.json."""
         mpath = Path(path) / MANIFEST
         try:

@@ -12,10 +12,11 @@ Standard library only: the in-target agent imports this package.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypedDict
+from typing import Any, TypedDict
 
 FINDINGS = "findings.json"
 REPORT = "report.md"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from diagnose.bundle.files import _open_private, write_private_text
 from diagnose.bundle.manifest import MANIFEST, Manifest
@@ -72,7 +73,7 @@ class BundleWriter:
         self._streams: dict[str, JsonlStream] = {}
 
     @classmethod
-    def create(cls, out_dir: Path, label: int | str, when: datetime) -> "BundleWriter":
+    def create(cls, out_dir: Path, label: int | str, when: datetime) -> BundleWriter:
         """A writer on a new directory ``out_dir/diagnose-<label>-<time>/`` (see create_bundle_dir).
 
         Raises OSError when ``out_dir`` cannot be created or written.

@@ -1,9 +1,9 @@
 """Headless capture view: the live progress line on a TTY (rich), or nothing."""
 from __future__ import annotations
 
-from contextlib import contextmanager
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from diagnose.capture.session import Capture, CaptureResult, Progress
 

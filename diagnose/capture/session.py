@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
-from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
 from diagnose.capture.target import Target
+from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
 
 STOP_TIMEOUT_S = 10.0
 

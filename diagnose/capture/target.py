@@ -147,7 +147,7 @@ class AttachLock:
         self.pid = pid
         self._sock: socket.socket | None = None
 
-    def __enter__(self) -> "AttachLock":
+    def __enter__(self) -> AttachLock:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(f"\0diagnose-attach-{self.pid}")

@@ -7,9 +7,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 STARTUP_TIMEOUT_S = 30.0
 WARMUP_S = 1.5

@@ -6,7 +6,8 @@ With ``--dcgm URL`` it scrapes the exporter once and lists the profiling fields 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from diagnose.collectors.dcgm import DcgmError, import_bindings, make_source
 from diagnose.collectors.dcgm_fields import BY_KEY

@@ -30,9 +30,9 @@ def check_pyspy(pid: int | None) -> list[Check]:
     out = [Check("py-spy", "ok", f"{version} at {binary}")]
     out.append(_ptrace_check())
     if pid is not None:
+        from diagnose.capture.target import TargetError, resolve_target
         from diagnose.collectors import CaptureOptions
         from diagnose.collectors.pyspy import PySpyCollector
-        from diagnose.capture.target import TargetError, resolve_target
 
         try:
             probe = PySpyCollector().probe(resolve_target(pid), CaptureOptions())

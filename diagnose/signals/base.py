@@ -1,8 +1,9 @@
 """What a signal source returns, and helpers shared by sources."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from diagnose.bundle import Bundle, CollectorState
 from diagnose.model import Signal, StackShare, ThreadSummary

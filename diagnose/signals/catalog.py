@@ -15,9 +15,9 @@ and with waste alike: compare them next to the throughput they bought).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Iterable
 
 from diagnose.bundle.streams import GC
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category

@@ -10,19 +10,27 @@ them every GPU seen counts, and the source says so.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any, Callable
+from typing import Any
 
 from diagnose.bundle import Bundle, BundleError
 from diagnose.model import Signal, missing
 from diagnose.rules.gpu_specs import GPU_SPECS, OVERRIDE_FILE, SpecError, find_spec, parse_overrides
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.gpu_dcgm import DcgmData, dcgm_gpus, dcgm_metrics, mig_table, read_dcgm
-from diagnose.signals.gpu_series import (GpmData, Metric, NvmlData, gpm_metrics, nvml_metrics, read_gpm,
-                                         read_nvml, throttle_breakdown)
-
+from diagnose.signals.gpu_series import (
+    GpmData,
+    Metric,
+    NvmlData,
+    gpm_metrics,
+    nvml_metrics,
+    read_gpm,
+    read_nvml,
+    throttle_breakdown,
+)
+from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 
 
 def MEAN(xs: list[float]) -> float:  # noqa: N802 - reads like max/sum in the table below

@@ -75,7 +75,7 @@ def _add_entity(data: DcgmData, t_ns: int, ent: dict[str, Any]) -> None:
 def dcgm_gpus(data: DcgmData) -> dict[str, dict[str, Any]]:
     """{uuid: latest whole-GPU entity (or first instance where no whole-GPU entity exists)}."""
     out: dict[str, dict[str, Any]] = {}
-    for (uuid, gi), rows in sorted(data.series.items(), key=lambda kv: kv[0][1] is not None):
+    for (uuid, _gi), rows in sorted(data.series.items(), key=lambda kv: kv[0][1] is not None):
         out.setdefault(uuid, rows[-1][1])
     return out
 

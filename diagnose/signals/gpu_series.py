@@ -8,9 +8,10 @@ Streams and record shapes: NVML (collectors/nvml.py) and GPM (collectors/gpm.py)
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any, Iterable
+from typing import Any
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import GPM, NVML

@@ -6,7 +6,7 @@ gpu.* value but the reason "no GPU activity recorded"; it never implies a CPU-bo
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from diagnose.model import Signal, missing
 from diagnose.signals.catalog import unit_of

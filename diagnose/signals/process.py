@@ -7,8 +7,9 @@ host, utilisation understates what the target would use, demand does not.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from diagnose.bundle.counters import HostCpu, host_cpu, process_cpu_s
 from diagnose.model import Signal, missing

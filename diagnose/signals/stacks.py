@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Iterable
+from functools import cache
+from typing import Any
 
 from diagnose.rules.frame_catalog import FRAME_CATALOG, PARKED, Category, FramePattern
 
@@ -88,7 +89,7 @@ def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) ->
     return Segment(tid, f"{thread} [{process}]" if process else thread, start, end, tuple(frames))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compiled(pattern: FramePattern):
     return tuple(re.compile(p) if p else None
                  for p in (pattern.function, pattern.file, pattern.source, pattern.parent))

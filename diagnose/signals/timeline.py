@@ -16,21 +16,28 @@ from diagnose.bundle import Bundle, BundleError
 from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
 from diagnose.model import Signal, missing
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
-from diagnose.rules.gpu_specs import (GPU_SPECS, OVERRIDE_FILE, Fingerprint, GpuSpec, SpecError, find_spec,
-                                       parse_overrides)
+from diagnose.rules.gpu_specs import (
+    GPU_SPECS,
+    OVERRIDE_FILE,
+    Fingerprint,
+    GpuSpec,
+    SpecError,
+    find_spec,
+    parse_overrides,
+)
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
-from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
-from diagnose.traces.devices import DeviceProps
-from diagnose.traces.reader import TraceReadError, read_trace
-from diagnose.traces.roofline import Peak
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
-from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.analytics import SpanSet, parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
+from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
+from diagnose.traces.devices import DeviceProps
+from diagnose.traces.reader import TraceReadError, read_trace
+from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
+from diagnose.traces.roofline import Peak
 
 NO_TRACE = ("no torch profiler trace in this bundle: run the service under `diagnose run` (agent) "
             "or pass a trace file to `diagnose analyze`")

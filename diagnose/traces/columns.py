@@ -17,8 +17,17 @@ import numpy as np
 
 from diagnose.traces.flops import FLOP_OPS, op_flops_bytes
 from diagnose.traces.op_args import precision_code
-from diagnose.traces.schema import (CAT_CODE, CAT_CPU_OP, EVENT_COLUMNS, FLOW_CATS, FLOW_COLUMNS,
-                                            FLOW_END, FLOW_START, GPU_CATS, Table)
+from diagnose.traces.schema import (
+    CAT_CODE,
+    CAT_CPU_OP,
+    EVENT_COLUMNS,
+    FLOW_CATS,
+    FLOW_COLUMNS,
+    FLOW_END,
+    FLOW_START,
+    GPU_CATS,
+    Table,
+)
 from diagnose.traces.store import GrowingTable, PartitionedStore
 from diagnose.traces.typed import NO_ARGS, Args, decode_events
 

@@ -13,9 +13,9 @@ too: the roofline counts only the innermost op with a formula on each call path 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 from diagnose.traces.op_args import OpArgs, numel
 

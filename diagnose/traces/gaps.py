@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.traces.schema import CAT_CPU_OP
 from diagnose.traces.intervals import gaps, merge, overlap_each
+from diagnose.traces.schema import CAT_CPU_OP
 from diagnose.traces.view import TraceView
 
 GAP_MIN_NS = 100_000  # 10x a typical launch latency: shorter holes are launch overhead

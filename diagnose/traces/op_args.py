@@ -62,7 +62,7 @@ class OpArgs:
     concrete: list[Any]
 
     @classmethod
-    def of(cls, args: dict[str, Any]) -> "OpArgs":
+    def of(cls, args: dict[str, Any]) -> OpArgs:
         lists = [args.get(k) for k in ("Input Dims", "Input type", "Concrete Inputs")]
         return cls(*(v if isinstance(v, list) else [] for v in lists))
 

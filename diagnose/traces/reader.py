@@ -19,17 +19,18 @@ import io
 import json
 import re
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 import orjson
 
 from diagnose.traces.columns import ColumnBuilder, as_int
 from diagnose.traces.devices import DeviceProps, device_props
-from diagnose.traces.schema import Table
 from diagnose.traces.scan import Batch, ScanState, max_depth, scan
+from diagnose.traces.schema import Table
 
 CHUNK_BYTES = 1 << 20
 WHOLE_DOC_BYTES = 4 << 20  # a document this small is parsed in one call (fixed costs dominate)
@@ -217,7 +218,7 @@ def _last_boundary(buf: bytes) -> int:
     """Index of the ``}`` of the last ``}, {`` in ``buf`` (a likely boundary between events), or -1."""
     for window in (1 << 16, len(buf)):
         last = None
-        for last in _BOUNDARY.finditer(buf, max(0, len(buf) - window)):
+        for last in _BOUNDARY.finditer(buf, max(0, len(buf) - window)):  # noqa: B007 - keeps the last match
             pass
         if last is not None:
             return last.start()

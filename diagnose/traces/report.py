@@ -1,22 +1,37 @@
 """analyze_trace(trace) -> TraceReport: every kernel-timeline question answered for one trace (rank)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from diagnose.traces.devices import DeviceProps
-from diagnose.traces.gaps import (GAP_MIN_NS, HOST_GAP_MIN_NS, IdleGaps, gap_rows,
-                                          host_during_gaps, host_op_coverage_pct, idle_gaps,
-                                          torch_op_gaps)
+from diagnose.traces.gaps import (
+    GAP_MIN_NS,
+    HOST_GAP_MIN_NS,
+    IdleGaps,
+    gap_rows,
+    host_during_gaps,
+    host_op_coverage_pct,
+    idle_gaps,
+    torch_op_gaps,
+)
 from diagnose.traces.kernels import category_breakdown, memcpy_breakdown, top_kernels
 from diagnose.traces.launch import SHORT_KERNEL_NS, launch_stats, sync_stats
 from diagnose.traces.reader import KinetoTrace, ReadReport, TraceMeta
 from diagnose.traces.roofline import Peak, roofline
 from diagnose.traces.steps import step_stats, training_ops_pct
-from diagnose.traces.temporal import (KERNEL_WAIT_NS, StreamIdle, TemporalBreakdown, comm_overlap,
-                                              hta_window, idle_by_stream, temporal_breakdown)
+from diagnose.traces.temporal import (
+    KERNEL_WAIT_NS,
+    StreamIdle,
+    TemporalBreakdown,
+    comm_overlap,
+    hta_window,
+    idle_by_stream,
+    temporal_breakdown,
+)
 from diagnose.traces.view import TraceView, build_view
 
 PeakLookup = Callable[[DeviceProps], "Peak | None"]

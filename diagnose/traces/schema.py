@@ -42,7 +42,7 @@ class Table:
     def __getitem__(self, key: str) -> np.ndarray:
         return self.columns[key]
 
-    def take(self, rows: np.ndarray, columns: tuple[str, ...] | None = None) -> "Table":
+    def take(self, rows: np.ndarray, columns: tuple[str, ...] | None = None) -> Table:
         """A copy of the selected rows (mask or indexes), optionally of some columns only."""
         return Table({k: v[rows] for k, v in self.columns.items() if columns is None or k in columns})
 

@@ -39,10 +39,10 @@ def step_stats(view: TraceView) -> dict[str, Any]:
     loader = overlap_each(ds, de, lo, hi)
     busy = overlap_each(gs, ge, lo, hi)
     dur = hi - lo
-    rows = [{"step": n, "start_ns": int(a), "dur_ms": d / 1e6, "dataloader_ms": l / 1e6,
-             "dataloader_pct": 100.0 * l / d if d else None,
+    rows = [{"step": n, "start_ns": int(a), "dur_ms": d / 1e6, "dataloader_ms": ld / 1e6,
+             "dataloader_pct": 100.0 * ld / d if d else None,
              "gpu_busy_pct": 100.0 * b / d if d and view.has_gpu else None}
-            for (n, _, _), a, d, l, b in zip(st, lo, dur, loader, busy)]
+            for (n, _, _), a, d, ld, b in zip(st, lo, dur, loader, busy)]
     total = int(dur.sum())
     return {
         "steps": rows, "count": len(rows),

@@ -10,9 +10,18 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.traces.schema import (CAT_CPU_OP, CAT_DRIVER, CAT_KERNEL, CAT_MEMCPY,
-                                             CAT_MEMSET, CAT_RUNTIME, CAT_SYNC, CAT_USER_ANNOTATION,
-                                             EVENT_COLUMNS, Table)
+from diagnose.traces.schema import (
+    CAT_CPU_OP,
+    CAT_DRIVER,
+    CAT_KERNEL,
+    CAT_MEMCPY,
+    CAT_MEMSET,
+    CAT_RUNTIME,
+    CAT_SYNC,
+    CAT_USER_ANNOTATION,
+    EVENT_COLUMNS,
+    Table,
+)
 
 _TIMES = ("name", "pid", "tid", "ts", "dur")
 # partition -> (categories, columns). Sync events belong to the GPU timeline only with a stream.

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diagnose.traces.schema import CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET
 from diagnose.traces.intervals import merge, overlap_each
+from diagnose.traces.schema import CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET
 from diagnose.traces.view import CATEGORIES, GROUP_OF, TraceView, steps
 
 KERNEL_WAIT_NS = 30_000
@@ -89,7 +89,10 @@ class StreamIdle:
 
     def to_json(self) -> dict:
         total = self.idle_ns
-        share = (lambda v: round(100.0 * v / total, 2) if total > 0 else None)
+
+        def share(v: float) -> float | None:
+            return round(100.0 * v / total, 2) if total > 0 else None
+
         return {"device": self.device, "stream": self.stream, "idle_ns": total,
                 "host_wait_ns": self.host_wait_ns, "kernel_wait_ns": self.kernel_wait_ns,
                 "other_ns": self.other_ns, "host_wait_pct": share(self.host_wait_ns),

@@ -13,10 +13,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from diagnose.rules.kernel_catalog import (DEFAULT_CATEGORY, KERNEL_CATALOG, LAUNCH_CALLS,
-                                           PROFILER_STEP, SYNC_CALLS, TEMPORAL_NON_COMPUTE)
-from diagnose.traces.schema import FLOW_END, FLOW_START, Table
+from diagnose.rules.kernel_catalog import (
+    DEFAULT_CATEGORY,
+    KERNEL_CATALOG,
+    LAUNCH_CALLS,
+    PROFILER_STEP,
+    SYNC_CALLS,
+    TEMPORAL_NON_COMPUTE,
+)
 from diagnose.traces.reader import KinetoTrace
+from diagnose.traces.schema import FLOW_END, FLOW_START, Table
 
 CATEGORIES = tuple(p.category for p in KERNEL_CATALOG) + (DEFAULT_CATEGORY.category,)
 GROUP_OF = {p.category: p.group for p in (*KERNEL_CATALOG, DEFAULT_CATEGORY)}

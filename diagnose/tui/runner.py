@@ -10,9 +10,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from diagnose.capture.session import Capture, CaptureResult
 from diagnose.model import Report

@@ -2,7 +2,7 @@
 from diagnose/render/units.py, the formatter the report shares."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from diagnose.render.units import UNKNOWN, fmt_cell, fmt_value, utc_datetime, utc_time
 

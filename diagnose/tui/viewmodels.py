@@ -66,7 +66,7 @@ class StackNodeVM:
     label: str
     share_pct: float
     category: str | None
-    children: tuple["StackNodeVM", ...] = ()
+    children: tuple[StackNodeVM, ...] = ()
 
 
 @dataclass(frozen=True)

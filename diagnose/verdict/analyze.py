@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from diagnose.bundle import Bundle
 from diagnose.model import Analysis, NotJudged
-from diagnose.verdict.overrides import split_overrides
 from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
 from diagnose.signals.catalog import spec_for
 from diagnose.verdict.evaluate import apply_overrides, decide, evaluate
+from diagnose.verdict.overrides import split_overrides
 
 POOR_SAMPLING_ERROR_RATIO = 0.1
 MIN_CONFIDENT_SAMPLES = 200  # fewer py-spy samples than this (2 s at 100 Hz) lower the confidence

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable
 
-from diagnose.model import (JUDGED_QUADRANTS, Evidence, Finding, NotJudged, Quadrant, Severity,
-                            Signal, Verdict)
+from diagnose.model import JUDGED_QUADRANTS, Evidence, Finding, NotJudged, Quadrant, Severity, Signal, Verdict
 from diagnose.rules import LAYER_PLAN, Rule
 from diagnose.rules.base import Condition
 from diagnose.signals.catalog import rule_signals, spec_for

@@ -11,12 +11,11 @@ import json
 import math
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from diagnose.rules import Rule
-from diagnose.signals.params import (DEFAULT_PARAMS, PARAM_KEYS, AnalysisParams, ParamError, is_param_key,
-                                     with_overrides)
+from diagnose.signals.params import DEFAULT_PARAMS, PARAM_KEYS, AnalysisParams, ParamError, is_param_key, with_overrides
 from diagnose.verdict.evaluate import ThresholdError
 
 EXAMPLES = 3  # rule keys named in an "unknown threshold" message

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import statistics
 import stat
+import statistics
 import sys
 
 import pytest

@@ -14,6 +14,7 @@ import pytest
 
 from agent_helpers import AS_NOBODY, NOBODY, agent_path, service  # noqa: F401  (fixture)
 from diagnose.agent.inproc import protocol
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
 
 
@@ -142,9 +143,9 @@ def test_target_of_another_user_stages_its_files_and_attach_collects_them(servic
     if not _nobody_can_run_python():
         pytest.skip("uid 65534 cannot run this Python (its directories are not readable by others)")
     from diagnose.bundle import BundleWriter
+    from diagnose.capture.target import resolve_target
     from diagnose.collectors import CaptureOptions
     from diagnose.collectors.agent import AgentCollector
-    from diagnose.capture.target import resolve_target
 
     svc = service("--no-torch", as_nobody=True)
     target = resolve_target(svc.pid)

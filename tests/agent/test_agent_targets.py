@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from agent_helpers import agent_path, read_until, service  # noqa: F401  (fixture)
-from diagnose.agent.inproc import protocol
 from diagnose.agent.host.client import held_socket_inodes, listening_sockets, wait_for_agent
+from diagnose.agent.inproc import protocol
 from diagnose.bundle import BundleWriter, CollectorState
+from diagnose.capture.target import resolve_target
 from diagnose.collectors import CaptureOptions
 from diagnose.collectors.agent import AgentCollector
-from diagnose.capture.target import resolve_target
 from helpers import WORKLOADS, run_diagnose
 
 

@@ -12,8 +12,16 @@ from pathlib import Path
 import pytest
 
 import diagnose.signals.cpu as cpu_source
-from diagnose.bundle import (IMPORT_LABEL, Bundle, BundleError, BundleWriter, CollectorState, CollectorStatus,
-                             Manifest, bundle_dir_name)
+from diagnose.bundle import (
+    IMPORT_LABEL,
+    Bundle,
+    BundleError,
+    BundleWriter,
+    CollectorState,
+    CollectorStatus,
+    Manifest,
+    bundle_dir_name,
+)
 from diagnose.bundle.counters import cpu_since, host_cpu, thread_cpu_s
 from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_WINDOWS
 from diagnose.signals import extract

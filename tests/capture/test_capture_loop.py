@@ -23,7 +23,6 @@ from diagnose.capture.stop import StopFlag
 from diagnose.capture.target import Target, resolve_target
 from diagnose.collectors import CaptureOptions, Collector, Probe
 
-
 AVAILABLE = Probe(True)
 
 

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.collectors.dcgm import DcgmCollector, parse_dcgm_target
 from diagnose.collectors.dcgm_fields import BLANK_REASON, parse_exposition
 from diagnose.collectors.process import ProcessCollector
 from diagnose.model import Report
 from diagnose.render import render
+from diagnose.verdict.analyze import analyze
 from gpu_replay import DCGM, DCGM_FILES, DcgmServer, capture, need, t4_variant, wait_for
 from helpers import findings, only_bundle, run_diagnose
 

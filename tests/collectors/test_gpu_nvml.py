@@ -9,13 +9,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
+from diagnose.capture.target import resolve_target
 from diagnose.collectors import CaptureOptions
 from diagnose.collectors.gpm import GpmCollector
 from diagnose.collectors.nvml import NvmlCollector, match_target, nspids, target_pids
 from diagnose.collectors.nvml_replay import RecordingBackend, ReplayBackend, ReplayError
-from diagnose.capture.target import resolve_target
+from diagnose.verdict.analyze import analyze
 from gpu_replay import HAS_GPU, capture, replay_factory, smi_phase, smi_recording, write_calls
 from helpers import REPO, findings, only_bundle, run_diagnose
 

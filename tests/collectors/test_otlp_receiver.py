@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from diagnose.bundle import BundleWriter, CollectorState
+from diagnose.capture.target import resolve_target
 from diagnose.collectors import CaptureOptions
 from diagnose.collectors.otlp import OtlpCollector, parse_listen
-from diagnose.capture.target import resolve_target
 from helpers import SHARED_DATA, WORKLOADS, findings, only_bundle, run_diagnose
 
 OTLP_EXAMPLE = SHARED_DATA / "otlp" / "opentelemetry-proto_examples_trace.json"

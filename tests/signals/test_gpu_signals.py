@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.collectors.dcgm import DcgmCollector
 from diagnose.collectors.gpm import GpmCollector
@@ -11,6 +10,7 @@ from diagnose.collectors.nvml import NvmlCollector
 from diagnose.collectors.process import ProcessCollector
 from diagnose.signals.gpu import SIGNALS, pick
 from diagnose.signals.gpu_series import Metric, time_weighted_mean
+from diagnose.verdict.analyze import analyze
 from gpu_replay import DcgmServer, capture, replay_factory, smi_recording, t4_recording
 
 SPEC = {s.name: s for s in SIGNALS}

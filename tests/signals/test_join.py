@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from diagnose.agent.inproc.records import make_record
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.model import Report
 from diagnose.render import render
 from diagnose.signals.join import TimedStack, join
-from diagnose.traces.report import analyze_trace
-from diagnose.traces.reader import read_trace
 from diagnose.signals.stacks import Frame
 from diagnose.signals.timeline import load_timed_stacks, timeline_signals
+from diagnose.traces.reader import read_trace
+from diagnose.traces.report import analyze_trace
+from diagnose.verdict.analyze import analyze
 from helpers import REPO
 from kineto_helpers import NCCL, RANK0, shared
 

@@ -18,8 +18,16 @@ from diagnose.bundle.importers import import_files
 from diagnose.rules import RULES
 from diagnose.rules.base import TRAINING
 from diagnose.signals import SIGNAL_SOURCES
-from diagnose.signals.catalog import (CATALOG, SPECS, SignalSpec, Worse, declared_names, spec_for,
-                                      undeclared_rule_signals, unit_of)
+from diagnose.signals.catalog import (
+    CATALOG,
+    SPECS,
+    SignalSpec,
+    Worse,
+    declared_names,
+    spec_for,
+    undeclared_rule_signals,
+    unit_of,
+)
 from diagnose.verdict.analyze import analyze
 from helpers import REPO, SHARED_DATA
 

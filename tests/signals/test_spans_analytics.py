@@ -10,12 +10,12 @@ import pytest
 
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.spans import span_record
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle, BundleWriter
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.timeline import timeline_signals
+from diagnose.verdict.analyze import analyze
 
 REQUESTS = 60
 SLOW_EVERY = 30  # requests 0 and 30 are slow: long queue, big body, a GC pause inside

@@ -8,13 +8,13 @@ import math
 
 import pytest
 
-from diagnose.verdict.overrides import split_overrides
 from diagnose.rules import RULES
-from diagnose.traces.report import analyze_trace
-from diagnose.traces.reader import read_trace
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, PARAM_KEYS, ParamError, with_overrides
+from diagnose.traces.reader import read_trace
+from diagnose.traces.report import analyze_trace
 from diagnose.verdict.evaluate import ThresholdError
+from diagnose.verdict.overrides import split_overrides
 from helpers import run_diagnose
 from kineto_helpers import CPU_ONLY, NCCL, shared
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from diagnose.rules.kernel_catalog import KERNEL_CATALOG
-from diagnose.traces.report import TimelineOptions, analyze_trace
-from diagnose.traces.reader import read_trace
 from diagnose.signals.kernel_timeline import trace_signals
-from diagnose.traces.view import build_view
 from diagnose.signals.timeline import device_peak
+from diagnose.traces.reader import read_trace
+from diagnose.traces.report import TimelineOptions, analyze_trace
+from diagnose.traces.view import build_view
 from kineto_helpers import BENCH, NCCL, RANK0, RANK_NOT_FOUND, shared, snippet, write
 
 

@@ -12,14 +12,13 @@ import sys
 import numpy as np
 import pytest
 
-from diagnose.traces.report import analyze_trace
-from diagnose.traces.flops import op_flops_bytes
-from diagnose.traces.reader import read_trace
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.timeline import device_peak
+from diagnose.traces.flops import op_flops_bytes
+from diagnose.traces.reader import read_trace
+from diagnose.traces.report import analyze_trace
 from helpers import REPO, WORKLOADS, run_diagnose
 from kineto_helpers import MI250, RANK0, shared, write
-
 
 CUDA_FIXTURE = REPO / "fixtures" / "flops" / "h200-cuda"
 

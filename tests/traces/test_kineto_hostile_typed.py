@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnose.traces.report import analyze_trace
-from diagnose.traces.columns import ColumnBuilder
-from diagnose.traces.reader import read_trace
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.stacks import segments_from_chrometrace
+from diagnose.traces.columns import ColumnBuilder
+from diagnose.traces.reader import read_trace
+from diagnose.traces.report import analyze_trace
 from kineto_helpers import write
 
 KERNEL = {"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", "pid": 0,

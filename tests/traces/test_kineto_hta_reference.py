@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.traces.report import analyze_trace
 from diagnose.traces.reader import read_trace
+from diagnose.traces.report import analyze_trace
 from kineto_helpers import BENCH, MI250, NCCL, RANK0, shared
 
 # (idle, compute, non-compute) % by HTA 0.5.0; the first two rows are in ../shared/data/README.md,

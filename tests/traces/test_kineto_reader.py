@@ -7,13 +7,12 @@ import json
 import numpy as np
 import pytest
 
+from diagnose.signals.kernel_timeline import NO_GPU, trace_signals
 from diagnose.traces import reader as reader_mod
+from diagnose.traces.reader import TraceReadError, read_trace
 from diagnose.traces.report import analyze_trace
 from diagnose.traces.schema import CAT_KERNEL
-from diagnose.traces.reader import TraceReadError, read_trace
-from diagnose.signals.kernel_timeline import NO_GPU, trace_signals
-from kineto_helpers import (BENCH, CPU_ONLY, LARGE_INT, MI250, NCCL, RANK0, RANK_NOT_FOUND, load,
-                            shared, snippet, write)
+from kineto_helpers import BENCH, CPU_ONLY, LARGE_INT, MI250, NCCL, RANK0, RANK_NOT_FOUND, load, shared, snippet, write
 
 ALL = (RANK0, NCCL, BENCH, MI250, CPU_ONLY, RANK_NOT_FOUND, LARGE_INT, "backward_thread.json")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.traces.report import analyze_trace
 from diagnose.traces.reader import read_trace
+from diagnose.traces.report import analyze_trace
 from helpers import run_diagnose
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

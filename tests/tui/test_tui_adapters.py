@@ -6,15 +6,15 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from diagnose.model import Report
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
+from diagnose.model import Report
 from diagnose.tui.live.adapt import live_view
-from diagnose.tui.results.adapt import SEVERITY_RANK, results_view
 from diagnose.tui.live.feed import replay_view
 from diagnose.tui.live.series import ProcessSeries, SignalHistory
 from diagnose.tui.live.tail import JsonlTail
+from diagnose.tui.results.adapt import SEVERITY_RANK, results_view
 from diagnose.tui.text import fmt_value, spark, split_family
+from diagnose.verdict.analyze import analyze
 from helpers import SHARED_DATA, run_diagnose
 from tui_helpers import FIXTURE_DIRS, FIXTURE_IDS, expected
 

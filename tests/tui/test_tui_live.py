@@ -9,16 +9,16 @@ import time
 import pytest
 
 from diagnose.capture.session import Capture
+from diagnose.capture.stop import StopFlag
+from diagnose.capture.target import resolve_target
+from diagnose.collectors import CaptureOptions
 from diagnose.collectors.gpm import GpmCollector
 from diagnose.collectors.nvml import NvmlCollector
 from diagnose.collectors.process import ProcessCollector
-from diagnose.capture.stop import StopFlag
-from diagnose.collectors import CaptureOptions
 from diagnose.tui.app import make_app
 from diagnose.tui.live.feed import LiveSession
 from diagnose.tui.live.screen import LiveScreen
 from diagnose.tui.results.screen import ResultsScreen
-from diagnose.capture.target import resolve_target
 from gpu_replay import replay_factory, smi_recording
 from helpers import findings, only_bundle
 

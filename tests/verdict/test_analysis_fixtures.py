@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.model import Quadrant
+from diagnose.verdict.analyze import analyze
 from helpers import REPO
 
 FIXTURES = sorted((REPO / "fixtures" / "cpu").glob("*/expected.json"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.collectors.gpm import GpmCollector
 from diagnose.collectors.nvml import NvmlCollector
@@ -17,6 +16,7 @@ from diagnose.collectors.process import ProcessCollector
 from diagnose.model import Quadrant
 from diagnose.rules import RULES
 from diagnose.rules.gpu import GPU_RULES
+from diagnose.verdict.analyze import analyze
 from gpu_replay import capture, replay_factory, smi_recording
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.verdict.analyze import analyze
 from diagnose.bundle import Bundle
 from diagnose.rules.gpu_specs import GPU_SPECS, SpecError, find_spec, parse_overrides
 from diagnose.traces.flops import op_flops_bytes
+from diagnose.verdict.analyze import analyze
 from helpers import run_diagnose
 from kineto_helpers import write
 

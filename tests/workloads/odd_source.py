@@ -1,5 +1,4 @@
 """A target whose frames name a device and carry non-UTF-8 argv (hostile but legal input)."""
-import sys
 
 code = compile("def spin():\n    while True:\n        sum(range(1000))\n", "/dev/zero", "exec")
 ns = {}

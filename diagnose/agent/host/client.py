@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.agent.inproc import protocol
+
 _LISTENING = 0x00010000  # __SO_ACCEPTCON in /proc/net/unix Flags
 HELLO_TIMEOUT_S = 3.0
 

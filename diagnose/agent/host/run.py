@@ -17,8 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from diagnose.agent.inproc.runtime import ENV_AGENT, ENV_NVTX
 

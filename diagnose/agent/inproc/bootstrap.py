@@ -30,7 +30,7 @@ def ensure_importable():
 
 def start_agent(from_env):
     """Start the agent; never raises into the target (one line on stderr instead)."""
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - runs in the target's Python, whatever its version
         sys.stderr.write("diagnose: agent not started: it needs Python >= 3.10\n")
         return
     try:
@@ -39,7 +39,7 @@ def start_agent(from_env):
 
         agent.start_from_env() if from_env else agent.start()
     except Exception as exc:  # the target's start-up must survive any agent failure
-        sys.stderr.write("diagnose: agent not started: %s: %s\n" % (type(exc).__name__, exc))
+        sys.stderr.write(f"diagnose: agent not started: {type(exc).__name__}: {exc}\n")
 
 
 def autostart():

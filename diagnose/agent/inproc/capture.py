@@ -44,7 +44,7 @@ class CaptureRequest:
     record_function: bool = True
 
     @classmethod
-    def from_args(cls, args: dict[str, Any]) -> "CaptureRequest":
+    def from_args(cls, args: dict[str, Any]) -> CaptureRequest:
         """Bounded: duration in (0, MAX_CAPTURE_S], torch window in [0, min(MAX_WINDOW_S, duration)]."""
         duration = min(max(float(args["duration_s"]), 0.1), MAX_CAPTURE_S)
         window = min(max(float(args.get("torch_window_s", DEFAULT_WINDOW_S)), 0.0), MAX_WINDOW_S, duration)

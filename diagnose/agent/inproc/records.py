@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 KINDS = ("internal", "server", "client", "producer", "consumer")
 STATUSES = ("unset", "ok", "error")

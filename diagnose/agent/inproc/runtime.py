@@ -13,9 +13,10 @@ import os
 import platform
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from diagnose.agent.inproc import protocol, spans
 from diagnose.agent.inproc.bridge import Bridge, load_nvtx

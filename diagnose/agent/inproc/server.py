@@ -14,10 +14,12 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from diagnose.agent.inproc import protocol
+
 READ_TIMEOUT_S = 2.0
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 

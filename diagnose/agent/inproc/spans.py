@@ -17,7 +17,8 @@ import importlib.util
 import sys
 import threading
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from diagnose.agent.inproc.records import SpanRejected, bound_events, make_record
 

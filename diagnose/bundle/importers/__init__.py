@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from diagnose.bundle import IMPORT_LABEL, MANIFEST, BundleWriter, CollectorState, CollectorStatus, Manifest
-from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed, Importer
+from diagnose.bundle.importers.base import Artifact, ImportContext, Importer, ImportFailed
 from diagnose.bundle.importers.pyspy_files import PySpyImporter
 from diagnose.bundle.importers.span_files import SpanFileImporter
 from diagnose.bundle.importers.torch_trace import TorchTraceImporter

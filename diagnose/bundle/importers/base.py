@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from diagnose.bundle import BundleWriter
 from diagnose.traces.reader import inflate_chunks
@@ -41,7 +42,7 @@ class Artifact:
     parse_error: str | None = None
 
     @classmethod
-    def open(cls, path: Path) -> "Artifact":
+    def open(cls, path: Path) -> Artifact:
         """Read the head. Raises ImportFailed for an unreadable file or a gzip stream that is
         truncated or corrupt within the head."""
         try:

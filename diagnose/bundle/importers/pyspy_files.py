@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from diagnose.bundle import write_private_text
-from diagnose.bundle.streams import PYSPY, PYSPY_WINDOWS
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
+from diagnose.bundle.streams import PYSPY, PYSPY_WINDOWS
 
 ASSUMED_RATE_HZ = 100
 SPEEDSCOPE_SCHEMA = "speedscope.app/file-format-schema"

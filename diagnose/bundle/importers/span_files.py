@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.agent.inproc.records import LONG_SPAN_NS, SpanCounts
-from diagnose.bundle.streams import SPANS
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
+from diagnose.bundle.streams import SPANS
 
 
 def _looks_like_spans(doc: Any) -> bool:

@@ -14,12 +14,12 @@ A JSON document cut short is imported up to its last complete event, with a note
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import closing
-from typing import Iterable
 
-from diagnose.bundle.streams import TORCH, TORCH_TRACES
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
 from diagnose.bundle.importers.trace_stream import copy_and_skim
+from diagnose.bundle.streams import TORCH, TORCH_TRACES
 from diagnose.traces.reader import MIN_UNIX_US, base_time_ns, plausible_ns
 from diagnose.traces.scan import ScanState, scan
 

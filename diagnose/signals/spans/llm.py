@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.stage_catalog import (FIRST_TOKEN_EVENT, OUTPUT_TOKEN_ATTRIBUTES, TPOT_ATTRIBUTES,
-                                          TTFT_ATTRIBUTES)
+from diagnose.rules.stage_catalog import FIRST_TOKEN_EVENT, OUTPUT_TOKEN_ATTRIBUTES, TPOT_ATTRIBUTES, TTFT_ATTRIBUTES
 from diagnose.signals.spans.analytics import Span
 
 

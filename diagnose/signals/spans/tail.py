@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from diagnose.rules.stage_catalog import SIZE_ATTRIBUTES, STAGES
-from diagnose.traces.intervals import merge, overlap_each
 from diagnose.signals.spans.analytics import Request
+from diagnose.traces.intervals import merge, overlap_each
 
 TAIL_FRACTION = 0.01
 MIN_SIZE_RATIO = 1.5

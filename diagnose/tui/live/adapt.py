@@ -11,8 +11,8 @@ from typing import Any
 
 from diagnose.model import Analysis, Signal
 from diagnose.tui.live.adapt_gpu import GPU_COLLECTORS, GPU_METRICS, first_reason, gpu_panel
-from diagnose.tui.results.adapt import verdict_vm
 from diagnose.tui.live.series import CpuSnapshot
+from diagnose.tui.results.adapt import verdict_vm
 from diagnose.tui.text import fmt_value, spark, split_family
 from diagnose.tui.viewmodels import CollectorChip, LiveHeaderVM, LiveVM, MetricLine, PanelVM
 

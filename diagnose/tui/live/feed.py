@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from typing import Callable
 
 from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
-from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.adapt import header_view, live_view
+from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
 from diagnose.tui.live.series import ProcessSeries, SignalHistory
 from diagnose.tui.live.tail import JsonlTail

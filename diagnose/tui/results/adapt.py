@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from diagnose.model import (JUDGED_QUADRANTS, Analysis, Finding, NotJudged, Quadrant, Signal,
-                            StackShare, Verdict)
+from diagnose.model import JUDGED_QUADRANTS, Analysis, Finding, NotJudged, Quadrant, Signal, StackShare, Verdict
 from diagnose.rules import LAYER_PLAN
 from diagnose.tui.results.adapt_gaps import gaps_view
 from diagnose.tui.text import fmt_cell, fmt_value, humanize, split_family, utc_datetime, utc_time
-from diagnose.tui.viewmodels import (BarGroupVM, BarVM, EvidenceRow, FindingVM, QuadrantCell,
-                                     ResultsVM, StackNodeVM, TableVM, VerdictVM)
+from diagnose.tui.viewmodels import (
+    BarGroupVM,
+    BarVM,
+    EvidenceRow,
+    FindingVM,
+    QuadrantCell,
+    ResultsVM,
+    StackNodeVM,
+    TableVM,
+    VerdictVM,
+)
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 # Families shown first in the breakdown tab: request stages before CPU categories.

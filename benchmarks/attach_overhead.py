@@ -49,7 +49,8 @@ def main() -> None:
                            check=True, capture_output=True)
             attached.append(stats(gen))
     for name, runs in (("baseline", base), ("attached", attached)):
-        print(f"{name:9s} " + "  ".join(f"qps={r['qps']:.1f} p50={r['p50_ms']:.2f}ms p99={r['p99_ms']:.2f}ms" for r in runs))
+        print(f"{name:9s} " + "  ".join(f"qps={r['qps']:.1f} p50={r['p50_ms']:.2f}ms p99={r['p99_ms']:.2f}ms"
+                                        for r in runs))
     qps = statistics.mean(r["qps"] for r in attached) / statistics.mean(r["qps"] for r in base)
     p99 = statistics.mean(r["p99_ms"] for r in attached) / statistics.mean(r["p99_ms"] for r in base)
     print(f"throughput ratio attached/baseline: {qps:.3f}   P99 ratio attached/baseline: {p99:.3f}")

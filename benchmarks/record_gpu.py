@@ -4,13 +4,14 @@
     python benchmarks/record_gpu.py --dry-run      # no GPU: run each workload briefly on the CPU
 
 For each workload of benchmarks/gpu_workloads.py (bf16 matmuls, copy + embedding gather, tiny
-kernels between JSON work, file reads feeding the GPU) it starts the workload as a child, waits
-for READY, and captures it for ``--seconds`` with py-spy, the process collector and the NVML and
-GPM collectors (the io workload reads its batches from a slow loopback peer). The last two talk to NVML through ``RecordingBackend``, so every NVML call and its
-result is also written to ``nvml-calls.jsonl`` / ``gpm-calls.jsonl``: exactly what
-``ReplayBackend`` reads. ``fixtures/gpu/<label>/`` then holds the bundle (streams and manifest),
-the two call recordings, the workload's torch profiler trace (``torch/trace-0001.json.gz`` indexed
-by ``torch.jsonl``) and ``expected.json`` (label, expected quadrant, GPU, driver, date, ``real``).
+kernels between JSON work, file reads feeding the GPU) it starts the workload as a child, waits for
+READY, and captures it for ``--seconds`` with py-spy, the process collector and the NVML and GPM
+collectors (the io workload reads its batches from a slow loopback peer). The last two talk to NVML
+through ``RecordingBackend``, so every NVML call and its result is also written to
+``nvml-calls.jsonl`` / ``gpm-calls.jsonl``: exactly what ``ReplayBackend`` reads.
+``fixtures/gpu/<label>/`` then holds the bundle (streams and manifest), the two call recordings, the
+workload's torch profiler trace (``torch/trace-0001.json.gz`` indexed by ``torch.jsonl``) and
+``expected.json`` (label, expected quadrant, GPU, driver, date, ``real``).
 tests/collectors/test_gpu_nvml.py analyses each bundle and replays its calls through the collectors.
 Reads only: no GPU setting is changed. Prints one summary row per workload.
 """

@@ -26,7 +26,7 @@ from typing import Any
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import DCGM, DCGM_RAW
 from diagnose.capture.target import Target
-from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
+from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
 
 PERIOD_S = 1.0
@@ -187,8 +187,8 @@ class DcgmCollector(ThreadedCollector):
     def _setup(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self._out = bundle.stream(DCGM.name)
         self._streams = [DCGM.name]
-        self._out.write({"kind": "source", "t_ns": time.time_ns(), "mode": self._source.mode,
-                         "url": self._source.url})
+        source = self._probed()
+        self._out.write({"kind": "source", "t_ns": time.time_ns(), "mode": source.mode, "url": source.url})
         t_ns, entities, raw = self._first
         if raw is not None:
             raw_dir = bundle.file_path(DCGM_RAW.directory)
@@ -206,7 +206,7 @@ class DcgmCollector(ThreadedCollector):
             self._skip_first_tick = False
             return True
         try:
-            entities, _ = self._source.fetch()
+            entities, _ = self._probed().fetch()
         except DcgmError as exc:
             self._errors += 1
             self._out.write({"kind": "error", "t_ns": time.time_ns(), "reason": str(exc)})
@@ -214,6 +214,12 @@ class DcgmCollector(ThreadedCollector):
             return True
         self._write(time.time_ns(), entities)
         return True
+
+    def _probed(self) -> ExporterSource | HostEngineSource:
+        """The source a successful probe opened."""
+        if self._source is None:
+            raise CollectorError("dcgm: started without a successful probe")
+        return self._source
 
     def _write(self, t_ns: int, entities: list[dict[str, Any]]) -> None:
         self._out.write({"kind": "scrape", "t_ns": t_ns, "entities": entities})

@@ -15,6 +15,7 @@ Parsing uses prometheus_client's text parser.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,8 +68,8 @@ def is_blank(value: float, field: DcgmField) -> bool:
     return value >= INT64_BLANK or (field.is_float and value >= FP64_BLANK)
 
 
-def new_entity(labels: dict[str, str]) -> dict[str, Any]:
-    """One GPU (or MIG instance) of a scrape, identified by its labels."""
+def new_entity(labels: Mapping[str, str | None]) -> dict[str, Any]:
+    """One GPU (or MIG instance) of a scrape, identified by its labels (None: not known)."""
     return {
         "uuid": labels.get("uuid"), "gpu": labels.get("gpu"),
         "gpu_instance_id": labels.get("gpu_i_id"), "gpu_instance_profile": labels.get("gpu_i_profile"),

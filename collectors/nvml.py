@@ -114,21 +114,22 @@ class NvmlCollector(ThreadedCollector):
         return {"records": self._records, "gpus": len(self._devices), "target_gpus": len(self._target_gpus)}
 
     def tick(self) -> bool:
-        if self._backend is None:
+        backend = self._backend
+        if backend is None:
             raise CollectorError("nvml started without a successful probe")
         try:
             if time.monotonic() >= self._next_target:
-                self._refresh_target()
+                self._refresh_target(backend)
                 self._next_target = time.monotonic() + TARGET_EVERY_S
             for gpu in self._target_gpus or [d["index"] for d in self._devices]:
-                self._read(gpu)
+                self._read(backend, gpu)
         except NvmlUnavailable as exc:
             raise CollectorError(str(exc)) from None
         return True
 
-    def _refresh_target(self) -> None:
+    def _refresh_target(self, backend: NvmlBackend) -> None:
         self._pids = target_pids(self._pid)
-        procs = {d["index"]: self._backend.processes(d["index"]) for d in self._devices}
+        procs = {d["index"]: backend.processes(d["index"]) for d in self._devices}
         matched = match_target(procs, self._pids)
         self._target_gpus = sorted(matched)
         rec: dict[str, Any] = {"gpus": self._target_gpus or [d["index"] for d in self._devices],
@@ -143,10 +144,10 @@ class NvmlCollector(ThreadedCollector):
             self._last_target = rec
             self._out.write({"kind": "target", "t_ns": time.time_ns(), **rec})
 
-    def _read(self, gpu: int) -> None:
+    def _read(self, backend: NvmlBackend, gpu: int) -> None:
         seen = self._since[gpu]
         # one since for all counters: the oldest last-seen among counters that produced samples
-        res = self._backend.read(gpu, min((v for k, v in seen.items() if k), default=seen[""]))
+        res = backend.read(gpu, min((v for k, v in seen.items() if k), default=seen[""]))
         samples = {}
         for key, rows in (res.get("samples") or {}).items():
             last = seen.get(key, seen[""])

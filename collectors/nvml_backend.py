@@ -79,7 +79,14 @@ class NvmlBackend(ABC):
 def nvml_reason(exc: Exception) -> str:
     """Reason text for a per-counter NVML error."""
     code = getattr(exc, "value", None)
-    return REASONS.get(code, f"NVML error {code}: {exc}")
+    fallback = f"NVML error {code}: {exc}"
+    return REASONS.get(code, fallback) if isinstance(code, int) else fallback
+
+
+def _fatal_reason(exc: Exception, fallback: str) -> str:
+    """What a fatal NVML error means, else ``fallback``."""
+    code = getattr(exc, "value", None)
+    return FATAL.get(code, fallback) if isinstance(code, int) else fallback
 
 
 def is_fatal(exc: Exception) -> bool:
@@ -110,13 +117,13 @@ class LiveNvmlBackend(NvmlBackend):
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
-            raise NvmlUnavailable(FATAL.get(getattr(exc, "value", None), f"nvmlInit failed: {exc}")) from None
+            raise NvmlUnavailable(_fatal_reason(exc, f"nvmlInit failed: {exc}")) from None
         self._nv = pynvml  # from here on close() shuts NVML down again
         try:
             count = pynvml.nvmlDeviceGetCount()
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         except pynvml.NVMLError as exc:
-            raise NvmlUnavailable(FATAL.get(getattr(exc, "value", None), f"cannot list GPUs: {exc}")) from None
+            raise NvmlUnavailable(_fatal_reason(exc, f"cannot list GPUs: {exc}")) from None
         host: dict[str, Any] = {"device_count": count}
         for key, fn in (("driver_version", pynvml.nvmlSystemGetDriverVersion),
                         ("nvml_version", pynvml.nvmlSystemGetNVMLVersion),
@@ -139,7 +146,8 @@ class LiveNvmlBackend(NvmlBackend):
         return [self._device(i, h) for i, h in enumerate(self._handles)]
 
     def _device(self, index: int, h: Any) -> dict[str, Any]:
-        nv, unknown = self._nv, {}
+        nv = self._nv
+        unknown: dict[str, str] = {}
         dev: dict[str, Any] = {"index": index}
         for key, fn in (
             ("uuid", lambda: nv.nvmlDeviceGetUUID(h)),

@@ -1,7 +1,7 @@
 """Process collector: psutil and /proc readings of the target and the host at ``process_hz``.
 
-Stream PROCESS (diagnose/bundle/streams.py ProcessRecord), one record per tick with *cumulative* counters (CPU seconds, context
-switches, IO bytes) so analysis can difference them over any window:
+Stream PROCESS (diagnose/bundle/streams.py ProcessRecord), one record per tick with *cumulative*
+counters (CPU seconds, context switches, IO bytes) so analysis can difference them over any window:
 ``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s`` (psutil ``cpu_times``), ``rss_bytes``,
 ``num_threads``, ``ctx_vol``/``ctx_invol``, ``io_read_bytes``/``io_write_bytes`` (psutil
 ``io_counters``, /proc/<pid>/io), ``threads``: ``[tid, user_s, system_s, state, wchan, run_ns,

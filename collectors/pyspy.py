@@ -5,12 +5,13 @@ stops every thread on each sample), ``--idle --threads``, writing Chrome trace J
 its output only when a recording ends, so the capture is cut into consecutive windows of
 ``pyspy_window_s``; a crash loses at most one window.
 
-Streams (diagnose/bundle/streams.py): PYSPY_WINDOWS (py-spy's own chrometrace, one file per
-window, ``ts`` in us from the recording's origin), PYSPY (one record per window: ``spawn_ns``/``exit_ns`` Unix ns around the child,
-``origin_ns`` and ``origin_err_ns`` = where ts 0 lies on the Unix clock and the half-width of the
-interval it must lie in, py-spy's ``samples``/``errors`` counts), PYSPY_SOURCES (the
-source line behind each sampled ``file:line``, read through /proc/<pid>/root so it also works for
-containers; the frame catalog matches calls such as ``sock.recv(`` that have no Python frame).
+Streams (diagnose/bundle/streams.py): PYSPY_WINDOWS (py-spy's own chrometrace, one file per window,
+``ts`` in us from the recording's origin), PYSPY (one record per window: ``spawn_ns``/``exit_ns``
+Unix ns around the child, ``origin_ns`` and ``origin_err_ns`` = where ts 0 lies on the Unix clock
+and the half-width of the interval it must lie in, py-spy's ``samples``/``errors`` counts),
+PYSPY_SOURCES (the source line behind each sampled ``file:line``, read through /proc/<pid>/root so
+it also works for containers; the frame catalog matches calls such as ``sock.recv(`` that have no
+Python frame).
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ class PySpyCollector(Collector):
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._child: subprocess.Popen | None = None
+        self._child: subprocess.Popen[str] | None = None
         self._child_lock = threading.Lock()
         self._samples = 0
         self._errors = 0
@@ -178,18 +179,18 @@ class PySpyCollector(Collector):
         spawn_ns = time.time_ns()
         try:
             with self._child_lock:
-                self._child = subprocess.Popen(
+                child = self._child = subprocess.Popen(
                     self._command(out, window_s),
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                     start_new_session=True,  # a terminal Ctrl-C must not kill it before it writes
                     env=_pyspy_env(),
                 )
-            output = self._wait_child(window_s)
+            output = self._wait_child(child, window_s)
         except OSError as exc:
             self._failure = f"cannot run py-spy: {exc}"
             return self._failure
         exit_ns = time.time_ns()
-        rc = self._child.returncode
+        rc = child.returncode
         m = _COUNTS.search(output or "")
         samples, errors = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
         self._samples += samples
@@ -212,10 +213,9 @@ class PySpyCollector(Collector):
         })
         return None
 
-    def _wait_child(self, window_s: float) -> str:
+    def _wait_child(self, child: subprocess.Popen[str], window_s: float) -> str:
         """Wait for the window's py-spy; one that overruns (it counts samples, not seconds, and
         falls behind on targets with many threads) is told to stop and write what it has."""
-        child = self._child
         try:
             output, _ = child.communicate(timeout=window_s + WINDOW_GRACE_S)
         except subprocess.TimeoutExpired:

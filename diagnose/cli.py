@@ -16,7 +16,7 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 EPILOG = """\b
 Exit codes:
   0  ok
-  1  regression found by compare
+  1  reserved: regression found by compare (not implemented yet)
   2  usage or target error (bad pid, unwritable --out, already attached)
   3  capture failed entirely (no collector recorded anything)
 """
@@ -216,17 +216,21 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
         return
     if not command:
         raise fail("no command given: diagnose run [OPTIONS] -- COMMAND [ARGS...]")
+    if capture_s is None:
+        try:
+            exec_command(list(command), nvtx)
+        except RunError as exc:
+            raise fail(str(exc)) from None
+    duration_s: float = capture_s
 
     def capture(pid: int) -> int:
         try:
-            return run_capture(pid, capture_s, out, no_tui=no_tui, torch_window=torch_window,
+            return run_capture(pid, duration_s, out, no_tui=no_tui, torch_window=torch_window,
                                otlp_listen=otlp_listen)
         except click.exceptions.Exit as exc:  # already reported; the command keeps running
             return exc.exit_code
 
     try:
-        if capture_s is None:
-            exec_command(list(command), nvtx)
         check_out_dir(out)
         code = run_with_capture(list(command), nvtx, after, capture)
     except RunError as exc:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diagnose.bundle import Bundle
 
 
 class Quadrant(str, Enum):
@@ -223,7 +226,7 @@ class Report:
     ``overrides``: the ``--thresholds`` the analysis ran with, so a re-render uses the same ones.
     """
 
-    bundle: Any  # diagnose.bundle.Bundle (typed loosely: the data model imports no I/O module)
+    bundle: Bundle  # imported for type checking only: at run time the data model imports no I/O module
     analysis: Analysis
     overrides: dict[str, float] = field(default_factory=dict)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.model import Layer, Quadrant, Severity, Signal
+from diagnose.model import Evidence, Layer, Quadrant, Severity, Signal
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class Condition:
         past = value - self.threshold if self.op == ">=" else self.threshold - value
         return max(0.0, min(1.0, past / self.scale)) if self.scale > 0 else 1.0
 
+
+# An ``unless`` entry: one condition, or a group of conditions that must all hold.
+Unless = Condition | tuple[Condition, ...]
 
 # A training loop: backward or optimizer ops ran at all (>= 0.5% of the profiled host time; torch
 # profiler trace). A serving process runs neither; a training step dominated by its DataLoader
@@ -51,7 +54,7 @@ class Rule:
     # Evidence that another layer is the limit: when any entry holds (a condition, or a tuple of
     # conditions that all hold; signals known), the finding is kept as context, without a
     # quadrant. Unknown signals never demote.
-    unless: tuple[Condition | tuple[Condition, ...], ...] = ()
+    unless: tuple[Unless, ...] = ()
     unless_reason: str = "another layer holds the system back"
     # Remedies for a training loop (TRAINING holds), where ``suggestions`` speak of serving
     # (requests, tokenization, continuous batching); empty: ``suggestions`` fit both.
@@ -67,18 +70,28 @@ class Rule:
     def signals(self) -> tuple[str, ...]:
         return tuple(c.signal for c in self.conditions)
 
-    def overruled_by(self, signals: dict[str, Signal]) -> tuple[tuple[Condition, Signal], ...] | None:
-        """The (condition, signal) pairs of the first ``unless`` entry that holds, else None."""
+    def overruled_by(self, signals: dict[str, Signal]) -> tuple[tuple[Condition, Evidence], ...] | None:
+        """The (condition, evidence) pairs of the first ``unless`` entry that holds, else None."""
         for entry in self.unless:
             pairs = []
             for c in entry if isinstance(entry, tuple) else (entry,):
                 s = signals.get(c.signal)
                 if s is None or s.value is None or not c.holds(s.value):
                     break
-                pairs.append((c, s))
+                pairs.append((c, Evidence(s.name, s.value, s.unit, c.op, c.threshold, s.source)))
             else:
                 return tuple(pairs)
         return None
+
+    def values(self, signals: dict[str, Signal]) -> list[float] | None:
+        """The values of this rule's conditions in order, or None when one is absent or unknown."""
+        out: list[float] = []
+        for c in self.conditions:
+            s = signals.get(c.signal)
+            if s is None or s.value is None:
+                return None
+            out.append(s.value)
+        return out
 
     def missing(self, signals: dict[str, Signal]) -> list[Signal | str]:
         """Signals this rule needs that are absent or unknown."""

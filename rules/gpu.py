@@ -11,7 +11,7 @@ activity alone does not make a workload compute-bound: the compute rules require
 interface to be far from its ceiling, or the tensor pipes to be busy.
 """
 from diagnose.model import Layer, Quadrant, Severity
-from diagnose.rules.base import Condition, Rule
+from diagnose.rules.base import Condition, Rule, Unless
 
 Q, L, S = Quadrant, Layer, Severity
 
@@ -54,7 +54,7 @@ KERNEL_WINDOW_COVERS = Condition("gpu.kernel_window_pct", ">=", 25.0, 0.0)
 # of the trace (torch profiler).
 # Seen on an H200 (fixtures/gpu/bandwidth-copy-gather): a copy/gather loop kept one core at 100%,
 # spinning on a full launch queue, while DRAM was 62% active. NVML's GPU-Util is not evidence.
-GPU_BUSY: tuple[Condition, ...] = (
+GPU_BUSY: tuple[Unless, ...] = (
     Condition("gpu.sm_active_pct", ">=", 60.0, 0.0),
     Condition("gpu.dram_active_pct", ">=", 50.0, 0.0),
     (Condition("gpu.idle_pct", "<=", 10.0, 0.0), KERNEL_WINDOW_COVERS),

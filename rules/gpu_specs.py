@@ -77,7 +77,8 @@ _MI300X = Fingerprint((9, 4), 304, 192)  # CDNA3 gfx942, one device per module (
 # Most specific patterns first: the first match wins.
 GPU_SPECS: tuple[GpuSpec, ...] = (
     _spec("H200", r"H200", 989, 4.8, "NVIDIA H200 datasheet (SXM: 1,979 TFLOPS BF16 with sparsity, 4.8 TB/s)"),
-    _spec("H100 PCIe", r"H100.*PCIe", 756, 2.0, "NVIDIA H100 datasheet (PCIe: 1,513 TFLOPS BF16 with sparsity, 2 TB/s)"),
+    _spec("H100 PCIe", r"H100.*PCIe", 756, 2.0,
+          "NVIDIA H100 datasheet (PCIe: 1,513 TFLOPS BF16 with sparsity, 2 TB/s)"),
     _spec("H100 SXM", r"H100", 989, 3.35, "NVIDIA H100 datasheet (SXM: 1,979 TFLOPS BF16 with sparsity, 3.35 TB/s)"),
     _spec("A100 80GB PCIe", r"A100.*80GB.*PCIe", 312, 1.935,
           "NVIDIA A100 datasheet (624 TFLOPS BF16 with sparsity; 80GB PCIe 1,935 GB/s)"),

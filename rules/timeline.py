@@ -81,7 +81,8 @@ TIMELINE_RULES: tuple[Rule, ...] = (
     Rule(
         "service.torch_starved_on_cpu", "The model waits for Python pre/post-processing (CPU)", Q.SERVICE,
         L.SERVICE, S.WARNING,
-        (Condition("torch.op_idle_gap_share", ">=", 30.0, 40.0), Condition("join.gap_busy_thread_pct", ">=", 60.0, 35.0)),
+        (Condition("torch.op_idle_gap_share", ">=", 30.0, 40.0),
+         Condition("join.gap_busy_thread_pct", ">=", 60.0, 35.0)),
         "No torch op ran in {0:.0f}% of the profiled window (in gaps of at least the torch-op gap "
         "minimum, 1 ms by default) while the busiest Python "
         "thread was busy {1:.0f}% of its samples there: Python code between model calls dominates.",

@@ -20,7 +20,7 @@ NOT_BUSY_FIELDS = ("idle", "iowait", "steal")
 
 def process_cpu_s(record: Mapping[str, Any]) -> float:
     """Cumulative CPU seconds (user + system) of the target in one PROCESS record."""
-    return record["cpu_user_s"] + record["cpu_system_s"]
+    return float(record["cpu_user_s"] + record["cpu_system_s"])
 
 
 def thread_cpu_s(record: Mapping[str, Any]) -> dict[int, float]:

@@ -11,7 +11,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from diagnose.bundle.errors import BundleError
 from diagnose.bundle.manifest import MANIFEST, CollectorStatus, Manifest, manifest_problem
@@ -40,6 +40,8 @@ class Bundle:
             manifest = json.loads(mpath.read_text(encoding="utf-8", errors="replace"))
         except FileNotFoundError:
             raise BundleError(f"{path} is not a diagnose bundle (no {MANIFEST})") from None
+        except NotADirectoryError:
+            raise BundleError(f"{path} is not a diagnose bundle (not a directory)") from None
         except (OSError, ValueError, RecursionError) as exc:
             raise BundleError(f"cannot read {mpath}: {str(exc)[:200]}") from None
         problem = manifest_problem(manifest)
@@ -75,7 +77,7 @@ class Bundle:
         sources read); an exception is not cached."""
         if key not in self._cache:
             self._cache[key] = compute()
-        return self._cache[key]
+        return cast(T, self._cache[key])  # one key, one computation: the value has its type
 
     def stream(self, spec: StreamSpec) -> tuple[Any, ...]:
         """The parsed records of JSON Lines stream ``spec`` (its reader over the decoded lines),

@@ -60,7 +60,7 @@ class FakeClock:
         self._start_s = start_s
         self._epoch_ns = epoch_ns
         self._lock = threading.Lock()
-        self._due: list[tuple[float, int, Callable[..., object], tuple]] = []
+        self._due: list[tuple[float, int, Callable[..., object], tuple[object, ...]]] = []
         self._order = itertools.count()
         self.waits: list[float] = []  # every timeout asked for, for tests of the loop's pacing
 
@@ -95,7 +95,7 @@ class FakeClock:
         self._now_s = end_s
         return False
 
-    def _pop_due(self, end_s: float):
+    def _pop_due(self, end_s: float) -> tuple[float, Callable[..., object], tuple[object, ...]] | None:
         with self._lock:
             if self._due and self._due[0][0] <= end_s:
                 t_s, _, fn, args = heapq.heappop(self._due)

@@ -4,8 +4,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from diagnose.capture.session import Capture, CaptureResult, Progress
+
+if TYPE_CHECKING:
+    from diagnose.pipeline import Finish
 
 
 def _line(p: Progress) -> str:
@@ -40,6 +44,6 @@ class HeadlessView:
     def __init__(self, line: bool):
         self.line = line
 
-    def run(self, capture: Capture, stop: threading.Event, finish) -> tuple[CaptureResult, None]:
+    def run(self, capture: Capture, stop: threading.Event, finish: Finish) -> tuple[CaptureResult, None]:
         with live_progress(self.line) as progress:
             return capture.run(stop, progress), None

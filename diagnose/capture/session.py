@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
@@ -27,7 +28,7 @@ class Progress:
 
     elapsed_s: float
     remaining_s: float
-    counts: dict[str, dict]
+    counts: dict[str, dict[str, Any]]
     states: dict[str, str]
 
 
@@ -76,7 +77,7 @@ class Capture:
         writer.close()
         return CaptureResult(writer.path, end_reason, final, partial)
 
-    def _probe_and_start(self, collectors, writer) -> dict[str, CollectorStatus]:
+    def _probe_and_start(self, collectors: tuple[Collector, ...], writer: BundleWriter) -> dict[str, CollectorStatus]:
         def probe_start(c: Collector) -> CollectorStatus:
             if c.name in self.options.skip:
                 return CollectorStatus(c.name, CollectorState.UNAVAILABLE, f"skipped (--skip {c.name})")
@@ -92,7 +93,8 @@ class Capture:
         with ThreadPoolExecutor(max_workers=len(collectors)) as pool:
             return {s.name: s for s in pool.map(probe_start, collectors)}
 
-    def _wait(self, collectors, statuses, stop, on_progress) -> str:
+    def _wait(self, collectors: tuple[Collector, ...], statuses: dict[str, CollectorStatus], stop: threading.Event,
+              on_progress: Callable[[Progress], None] | None) -> str:
         t0 = self.clock.monotonic_s()
         deadline = t0 + self.options.duration_s
         running = [c for c in collectors if statuses[c.name].state == CollectorState.RUNNING]
@@ -114,7 +116,8 @@ class Capture:
                 return "no collector could start"
             self.clock.wait(stop, min(0.25, max(0.0, deadline - now)))
 
-    def _stop_all(self, collectors, statuses) -> list[CollectorStatus]:
+    def _stop_all(self, collectors: tuple[Collector, ...],
+                  statuses: dict[str, CollectorStatus]) -> list[CollectorStatus]:
         def stop_one(c: Collector) -> CollectorStatus:
             if statuses[c.name].state != CollectorState.RUNNING:
                 return statuses[c.name]
@@ -126,7 +129,8 @@ class Capture:
         with ThreadPoolExecutor(max_workers=len(collectors)) as pool:
             return list(pool.map(stop_one, collectors))
 
-    def _write_manifest(self, writer, started_ns, ended_ns, end_reason, statuses, partial=True):
+    def _write_manifest(self, writer: BundleWriter, started_ns: int, ended_ns: int | None, end_reason: str,
+                        statuses: Iterable[CollectorStatus], partial: bool = True) -> None:
         writer.write_manifest(Manifest.build(
             target=self.target.to_json(), collectors=statuses, started_ns=started_ns, ended_ns=ended_ns,
             end_reason=end_reason, partial=partial, options=asdict(self.options), command=self.command))

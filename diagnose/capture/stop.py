@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from types import FrameType
 
 
 class StopFlag(threading.Event):
@@ -27,7 +28,7 @@ def install_stop_handlers(stop: StopFlag) -> None:
         signal.signal(sig, lambda *_a, _n=name: stop.trigger(_n))
 
 
-def _exit_on_signal(signum: int, _frame) -> None:
+def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds: `finally` blocks stop children (the demo's service)
 
 

@@ -6,9 +6,12 @@ import platform
 import socket
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class TargetError(Exception):
@@ -44,7 +47,7 @@ class Target:
 
         try:
             p = psutil.Process(self.pid)
-            return p.create_time() == self.create_time and p.status() != psutil.STATUS_ZOMBIE
+            return bool(p.create_time() == self.create_time and p.status() != psutil.STATUS_ZOMBIE)
         except psutil.Error:
             return False
 
@@ -66,7 +69,7 @@ def resolve_target(pid: int) -> Target:
             uid = p.uids().real
             username = _safe(p.username, str(uid))
             exe = _safe(p.exe, "")
-            cmdline = tuple(_safe(p.cmdline, []))
+            cmdline: tuple[str, ...] = tuple(_safe(p.cmdline, []))
             if p.status() == psutil.STATUS_ZOMBIE:
                 raise TargetError(f"pid {pid} has exited (zombie); start the service and retry")
     except psutil.NoSuchProcess:
@@ -91,7 +94,7 @@ def _refuse_non_process(pid: int) -> None:
         raise TargetError(f"pid {pid} is a kernel thread: nothing to profile; give the pid of a user-space process")
 
 
-def _safe(fn, default):
+def _safe(fn: Callable[[], T], default: T) -> T:
     import psutil
 
     try:
@@ -160,7 +163,7 @@ class AttachLock:
         self._sock = sock
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None

@@ -17,10 +17,9 @@ from urllib.parse import urlsplit
 import numpy as np
 
 
-def client(url: str, batch: int, stop: threading.Event, lat_ms: list[float], errors: list[int],
-           budget: list[int], lock: threading.Lock) -> None:
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+def client(host: str, port: int | None, batch: int, stop: threading.Event, lat_ms: list[float],
+           errors: list[int], budget: list[int], lock: threading.Lock) -> None:
+    conn = http.client.HTTPConnection(host, port, timeout=10)
     rng = random.Random()
     # A handful of pre-encoded bodies: the client must stay cheap so the service is what we measure.
     bodies = [json.dumps({"inputs": [[rng.random() for _ in range(256)] for _ in range(batch)]})
@@ -41,7 +40,7 @@ def client(url: str, batch: int, stop: threading.Event, lat_ms: list[float], err
         except (OSError, http.client.HTTPException):
             ok = False
             conn.close()
-            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+            conn = http.client.HTTPConnection(host, port, timeout=10)
             stop.wait(0.05)
         with lock:
             (lat_ms.append((time.perf_counter() - t0) * 1e3) if ok else errors.append(1))
@@ -56,6 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--max-requests", type=int, default=1_000_000)
     args = ap.parse_args(argv)
+    url = urlsplit(args.url)
+    if url.hostname is None:
+        ap.error(f"--url {args.url!r} names no host; give e.g. http://127.0.0.1:8000")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -64,8 +66,8 @@ def main(argv: list[str] | None = None) -> None:
     lock = threading.Lock()
     budget = [args.max_requests]
     t0 = time.monotonic()
-    threads = [threading.Thread(target=client, args=(args.url, args.batch, stop, lat, errors, budget, lock),
-                                daemon=True) for _ in range(args.clients)]
+    threads = [threading.Thread(target=client, args=(url.hostname, url.port, args.batch, stop, lat, errors, budget,
+                                                     lock), daemon=True) for _ in range(args.clients)]
     for t in threads:
         t.start()
     stop.wait(args.max_seconds)

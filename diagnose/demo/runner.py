@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO
 
 STARTUP_TIMEOUT_S = 30.0
 WARMUP_S = 1.5
@@ -38,9 +39,12 @@ class DemoService:
         return lines[-1] if lines else "no stats"
 
 
-def _read_port(proc: subprocess.Popen, errlog) -> int:
+def _read_port(proc: subprocess.Popen[str], errlog: IO[str]) -> int:
+    stdout = proc.stdout
+    if stdout is None:  # started without stdout=PIPE
+        raise DemoError("demo service has no stdout pipe to announce its port on")
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -48,7 +52,7 @@ def _read_port(proc: subprocess.Popen, errlog) -> int:
             tail = errlog.read()[-300:].strip().replace("\n", " | ")
             raise DemoError(f"demo service exited with code {proc.returncode}: {tail}")
         if sel.select(timeout=0.2):
-            line = proc.stdout.readline()
+            line = stdout.readline()
             if line.startswith("LISTENING "):
                 return int(line.split()[1])
     raise DemoError(f"demo service did not start within {STARTUP_TIMEOUT_S:.0f} s")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from diagnose.bundle.streams import GC
+from diagnose.rules.base import Rule
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.rules.kernel_catalog import DEFAULT_CATEGORY, KERNEL_CATALOG, KernelGroup
 from diagnose.rules.stage_catalog import STAGES, Stage
@@ -96,16 +97,18 @@ TORCH = "torch profiler trace (Kineto)"
 SPANS = "OpenTelemetry spans (root span = request)"
 
 
-def _cpu(name: str, unit: str, worse: Worse, description: str, **kw) -> SignalSpec:
-    return SignalSpec(name, unit, "cpu", worse, description, **kw)
+def _cpu(name: str, unit: str, worse: Worse, description: str, keys: tuple[str, ...] = (),
+         worse_by_key: tuple[tuple[str, Worse], ...] = ()) -> SignalSpec:
+    return SignalSpec(name, unit, "cpu", worse, description, keys, worse_by_key)
 
 
 def _gpu(name: str, unit: str, worse: Worse, description: str) -> SignalSpec:
     return SignalSpec(name, unit, "gpu", worse, description)
 
 
-def _tl(name: str, unit: str, worse: Worse, description: str, **kw) -> SignalSpec:
-    return SignalSpec(name, unit, "timeline", worse, description, **kw)
+def _tl(name: str, unit: str, worse: Worse, description: str, keys: tuple[str, ...] = (),
+        worse_by_key: tuple[tuple[str, Worse], ...] = ()) -> SignalSpec:
+    return SignalSpec(name, unit, "timeline", worse, description, keys, worse_by_key)
 
 
 _CPU: tuple[SignalSpec, ...] = (
@@ -293,7 +296,7 @@ def declared_names() -> tuple[str, ...]:
     return tuple(n for s in SPECS for n in s.names())
 
 
-def rule_signals(rule) -> tuple[str, ...]:
+def rule_signals(rule: Rule) -> tuple[str, ...]:
     """The signals a rule reads: its conditions, then its ``unless`` entries."""
     unless = (c for entry in rule.unless for c in (entry if isinstance(entry, tuple) else (entry,)))
     return tuple(dict.fromkeys([c.signal for c in rule.conditions] + [c.signal for c in unless]))

@@ -217,7 +217,7 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
         name = (comm or "?") if name == "?" else name
         rows.append(ThreadSummary(
             tid, name if tid in profile.by_thread else f"[native] {name}", cpu,
-            max(sorted(cats), key=cats.get) if cats else None, profile.by_thread.get(tid, 0.0),
+            max(sorted(cats), key=cats.__getitem__) if cats else None, profile.by_thread.get(tid, 0.0),
             usage.dominant_state() if usage else None,
         ))
     rows.sort(key=lambda t: (-(t.cpu_pct or 0.0), -t.sampled_s, t.tid))

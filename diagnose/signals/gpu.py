@@ -10,7 +10,7 @@ them every GPU seen counts, and the source says so.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -153,13 +153,13 @@ def pick(spec: GpuSignal, per_source: dict[str, tuple[dict[str, Metric], str | N
 
 
 def combine(spec: GpuSignal, picks: dict[str, Metric], scope: Scope) -> Signal:
-    known = [m for m in picks.values() if m.value is not None]
+    known = [(m.value, m.source) for m in picks.values() if m.value is not None]
     if not known:
         first = next(iter(picks.values()))
         return missing(spec.name, spec.unit, first.source, first.reason or "unknown")
     part = f"; {len(known)} of {len(picks)} GPUs" if len(known) < len(picks) else ""
-    return Signal(spec.name, spec.combine([m.value for m in known]), spec.unit,
-                  f"{known[0].source}; {scope.label}{part}")
+    return Signal(spec.name, spec.combine([v for v, _ in known]), spec.unit,
+                  f"{known[0][1]}; {scope.label}{part}")
 
 
 def _clean(src: str, reason: str | None) -> str:
@@ -167,7 +167,7 @@ def _clean(src: str, reason: str | None) -> str:
     return (reason or "unknown").removeprefix(f"{src} unavailable: ").removeprefix("no NVML: ")
 
 
-def compose(reasons: dict[str, str | None]) -> str:
+def compose(reasons: Mapping[str, str | None]) -> str:
     """"nvml/gpm: <reason>; dcgm: <reason>": one entry per distinct reason."""
     groups: dict[str, list[str]] = {}
     for src, why in reasons.items():
@@ -198,11 +198,12 @@ def roofline(bundle: Bundle, scope: Scope, dram: Signal | None) -> dict[str, Sig
     out = {names[0]: Signal(names[0], spec.dense_bf16_flops_per_s, units[0], src),
            names[1]: Signal(names[1], spec.mem_bytes_per_s, units[1], src),
            names[2]: Signal(names[2], spec.ridge_flop_per_byte, units[2], src + "; peak FLOP/s / bytes/s")}
-    if dram is not None and dram.known:
+    if dram is not None and dram.value is not None:
         out[names[3]] = Signal(names[3], dram.value / 100.0 * spec.mem_bytes_per_s, units[3],
                                f"gpu.dram_active_pct x {spec.model} peak bandwidth, per GPU")
     else:
-        out[names[3]] = missing(names[3], units[3], "gpu.dram_active_pct", dram.reason if dram else "no DRAM activity")
+        why = (dram.reason if dram else None) or "no DRAM activity"
+        out[names[3]] = missing(names[3], units[3], "gpu.dram_active_pct", why)
     return out
 
 

@@ -78,12 +78,16 @@ def _rows(rows: Any, width: int) -> list[list[float]]:
     return [r for r in rows if isinstance(r, list) and len(r) == width and all(map(_is_num, r))] if ok else []
 
 
+def _dict(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def clean_reading(rec: dict[str, Any]) -> dict[str, Any] | None:
     """A ``reading`` record reduced to well-typed parts; None when it has no time or GPU."""
     if not (isinstance(rec.get("t_ns"), int) and isinstance(rec.get("gpu"), int)):
         return None
-    samples = rec.get("samples") if isinstance(rec.get("samples"), dict) else {}
-    unknown = rec.get("unknown") if isinstance(rec.get("unknown"), dict) else {}
+    samples = _dict(rec.get("samples"))
+    unknown = _dict(rec.get("unknown"))
     return {"t_ns": rec["t_ns"], "gpu": rec["gpu"], "values": numbers(rec.get("values")),
             "unknown": {str(k): str(v) for k, v in unknown.items()},
             "samples": {str(k): _rows(v, 2) for k, v in samples.items()},
@@ -92,7 +96,7 @@ def clean_reading(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 def clean_target(rec: dict[str, Any]) -> dict[str, Any]:
     """A ``target`` record with only well-formed GPU indices and [pid, bytes, instance] rows."""
-    pids = rec.get("pids") if isinstance(rec.get("pids"), dict) else {}
+    pids = _dict(rec.get("pids"))
     rows = {str(g): [r for r in v if isinstance(r, list) and len(r) == 3 and isinstance(r[0], int)]
             for g, v in pids.items() if isinstance(v, list) and str(g).isdigit()}
     return {**rec, "gpus": [g for g in rec["gpus"] if isinstance(g, int)], "pids": rows,

@@ -89,11 +89,11 @@ def spans_in_windows(spans: list[Span], ws: np.ndarray, we: np.ndarray) -> list[
     for s in spans:
         if s.parent_span_id:
             acc[(s.name, stage_of(s))].append((s.start_ns, s.end_ns))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (name, stage), iv in acc.items():
         a = np.array(iv, np.int64)
-        s, e = merge(a[:, 0], a[:, 1])
-        t = int(overlap_each(s, e, ws, we).sum())
+        open_s, open_e = merge(a[:, 0], a[:, 1])
+        t = int(overlap_each(open_s, open_e, ws, we).sum())
         if t > 0:
             rows.append({"span": name, "stage": stage, "share_pct": 100.0 * t / total})
     return sorted(rows, key=lambda r: -r["share_pct"])[:TOP]

@@ -21,6 +21,16 @@ def _sum(reports: list[TraceReport], get: Callable[[TraceReport], float | None])
     return float(sum(v for v in map(get, reports) if v is not None))
 
 
+def _span_ns(r: TraceReport) -> int:
+    """The trace's GPU window (first to last GPU event), 0 without GPU events."""
+    return r.temporal.span_ns if r.temporal is not None else 0
+
+
+def _temporal_ns(reports: list[TraceReport], part: str) -> float:
+    """One part of the temporal breakdown (``idle_ns``, ``compute_ns``...) summed over the traces."""
+    return float(sum(getattr(r.temporal, part) for r in reports if r.temporal is not None))
+
+
 def _h2d_pageable_ns(r: TraceReport) -> float:
     return float(sum(m["time_ns"] for m in r.tables["memcpy"]
                      if m["direction"] == "HtoD" and m["host_memory"] == "pageable"))
@@ -39,15 +49,16 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
                   "gpu.comm_overlap_pct", "gpu.comm_exposed_pct", "gpu.comm_exposed_ms"):
             out[n] = missing(n, unit_of(n), SRC, why)
         return out
-    span = _sum(gpu, lambda r: r.temporal.span_ns)
-    out = {n: Signal(n, 100.0 * _sum(gpu, lambda r, f=f: getattr(r.temporal, f)) / span, "%", src)
-           for n, f in names.items()}
+    span = _sum(gpu, _span_ns)
+    pct = {n: 100.0 * _temporal_ns(gpu, part) / span for n, part in names.items()}
+    out = {n: Signal(n, v, "%", src) for n, v in pct.items()}
     gaps_ns = _sum(gpu, lambda r: r.gaps.total_ns)
     thr_us = gpu[0].gaps.min_gap_ns / 1e3
-    out["gpu.idle_gap_share"] = Signal("gpu.idle_gap_share", 100.0 * gaps_ns / span, "%",
+    gap_share = 100.0 * gaps_ns / span
+    out["gpu.idle_gap_share"] = Signal("gpu.idle_gap_share", gap_share, "%",
                                        f"{SRC}, share of the window in GPU idle gaps >= {thr_us:g} us")
     out["gpu.short_gap_idle_pct"] = Signal(
-        "gpu.short_gap_idle_pct", max(0.0, out["gpu.idle_pct"].value - out["gpu.idle_gap_share"].value), "%",
+        "gpu.short_gap_idle_pct", max(0.0, pct["gpu.idle_pct"] - gap_share), "%",
         f"{SRC}, idle share of the window in gaps shorter than {thr_us:g} us (launch-overhead scale)")
     host = _sum(gpu, lambda r: r.tables["coverage"]["host_span_ns"])
     n = "gpu.kernel_window_pct"
@@ -64,7 +75,7 @@ def temporal_signals(reports: list[TraceReport], reason: str) -> dict[str, Signa
     return out
 
 
-def _comm_signals(gpu: list[TraceReport], span_ns: int) -> dict[str, Signal]:
+def _comm_signals(gpu: list[TraceReport], span_ns: float) -> dict[str, Signal]:
     """HTA's communication/computation overlap, and the exposed (not overlapped) part of the
     collectives as a share of the kernel windows."""
     comm = [r.tables["comm_overlap"] for r in gpu if r.tables["comm_overlap"]]
@@ -80,7 +91,8 @@ def _comm_signals(gpu: list[TraceReport], span_ns: int) -> dict[str, Signal]:
                          "comm/comp overlap)"),
         names[1]: Signal(names[1], 100.0 * exposed / span_ns, "%",
                          SRC + ", collective-kernel time with no compute kernel beside it, share of the kernel window"),
-        names[2]: Signal(names[2], exposed / 1e6, "ms", SRC + ", collective-kernel time with no compute kernel beside it"),
+        names[2]: Signal(names[2], exposed / 1e6, "ms",
+                         SRC + ", collective-kernel time with no compute kernel beside it"),
     }
 
 
@@ -110,7 +122,7 @@ def kernel_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]
             f"kernels.group_share_pct[{g}]" for g in ("compute", "memory", "communication"))}
     for group in ("compute", "memory", "communication"):
         n = f"kernels.group_share_pct[{group}]"
-        v = _sum(gpu, lambda r, g=group: r.tables["kernel_categories"]["groups"][g]["time_ns"])
+        v = float(sum(r.tables["kernel_categories"]["groups"][group]["time_ns"] for r in gpu))
         out[n] = Signal(n, 100.0 * v / total, "%", SRC + ", summed GPU event time by rules/kernel_catalog.py group")
     cats: dict[str, float] = {}
     for r in gpu:
@@ -133,13 +145,14 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
                      ("kernels.fp32_flops_pct", "%")):
             out[n] = missing(n, u, SRC, reason)
         return out
-    blocked = [r.tables["syncs"]["host_blocked_pct"] for r in reports if r.tables["syncs"]["host_blocked_pct"] is not None]
+    blocked = [r.tables["syncs"]["host_blocked_pct"] for r in reports
+               if r.tables["syncs"]["host_blocked_pct"] is not None]
     n = "torch.sync_blocked_pct"
     out[n] = (Signal(n, max(blocked), "%", SRC + ", host time in cuda*/hip*Synchronize and blocking copies")
               if blocked else missing(n, "%", SRC, "the trace has no host events"))
     n = "torch.h2d_pageable_pct"
     gpu = [r for r in reports if r.temporal is not None and r.temporal.span_ns > 0]
-    out[n] = (Signal(n, 100.0 * _sum(gpu, _h2d_pageable_ns) / _sum(gpu, lambda r: r.temporal.span_ns), "%",
+    out[n] = (Signal(n, 100.0 * _sum(gpu, _h2d_pageable_ns) / _sum(gpu, _span_ns), "%",
                      SRC + ", Memcpy HtoD from pageable host memory, share of the kernel window")
               if gpu else missing(n, "%", SRC, reason if not reports else NO_GPU))
     d2h = _sum(reports, lambda r: r.tables["syncs"]["d2h_pageable"]["count"])
@@ -148,7 +161,8 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
     steps = [r.tables["steps"] for r in reports if r.tables["steps"]["count"]]
     n = "torch.step_time_p50_ms"
     out[n] = (Signal(n, max(s["p50_ms"] for s in steps), "ms", SRC + ", ProfilerStep#N duration")
-              if steps else missing(n, "ms", SRC, "no ProfilerStep annotations (profiler used without schedule/step())"))
+              if steps else missing(n, "ms", SRC,
+                                    "no ProfilerStep annotations (profiler used without schedule/step())"))
     dl = [s["dataloader_share_pct"] for s in steps if s["dataloader_share_pct"] is not None]
     n = "torch.dataloader_share_pct"
     out[n] = (Signal(n, max(dl), "%", SRC + ", DataLoader annotations inside ProfilerSteps")

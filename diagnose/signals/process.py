@@ -113,7 +113,7 @@ def _util_signals(s: ProcessSummary, python_tids: set[int] | None) -> dict[str, 
                                    "threads", SRC + " threads with >= 50% of a core)"),
     }
     if util:
-        busiest = max(sorted(util), key=util.get)
+        busiest = max(sorted(util), key=util.__getitem__)
         out["cpu.max_thread_util_pct"] = Signal(
             "cpu.max_thread_util_pct", util[busiest], "%",
             f"{SRC} /proc/<pid>/task/{busiest}/stat, thread {busiest} {s.comm.get(busiest, '')})".replace(" )", ")"))
@@ -135,19 +135,21 @@ def _util_signals(s: ProcessSummary, python_tids: set[int] | None) -> dict[str, 
 
 def _demand_signals(s: ProcessSummary, python_tids: set[int] | None) -> dict[str, Signal]:
     """Run + run-queue time per thread (schedstat); falls back to utilisation without schedstat."""
-    have = [t for t in s.threads.values() if t.demand_ns is not None]
+    have = {t.tid: st for t in s.threads.values() if (st := t.schedstat()) is not None}
     if not have:
         src, demand = SRC + " cpu_times; no schedstat on this kernel: utilisation used as demand)", {
             tid: _pct(t.cpu_s, s.elapsed_s) for tid, t in s.threads.items()}
         out: dict[str, Signal] = {}
     else:
         src = SCHED + ": ns running + ns runnable waiting for a CPU; 100% = one core)"
-        demand = {t.tid: _pct(t.demand_ns / 1e9, s.elapsed_s) for t in have}
-        wait, total = sum(t.wait_ns for t in have), sum(t.demand_ns for t in have)
+        demand = {tid: _pct((run_ns + wait_ns) / 1e9, s.elapsed_s) for tid, (run_ns, wait_ns, _) in have.items()}
+        wait = sum(wait_ns for _, wait_ns, _ in have.values())
+        total = sum(run_ns + wait_ns for run_ns, wait_ns, _ in have.values())
+        slices = sum(n for _, _, n in have.values())
         out = {
             "cpu.runqueue_wait_pct": Signal("cpu.runqueue_wait_pct", _pct(wait, total) if total else 0.0, "%",
                                             SCHED + ": share of the target's CPU demand spent waiting for a core)"),
-            "cpu.ctx_switches_per_s": Signal("cpu.ctx_switches_per_s", sum(t.slices for t in have) / s.elapsed_s,
+            "cpu.ctx_switches_per_s": Signal("cpu.ctx_switches_per_s", slices / s.elapsed_s,
                                              "1/s", SCHED + ": timeslices summed over all threads)"),
         }
     out["cpu.process_demand_pct"] = Signal("cpu.process_demand_pct", sum(demand.values()), "%", src)

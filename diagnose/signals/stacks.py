@@ -129,7 +129,8 @@ class StackProfile:
     stack_threads: dict[tuple[tuple[Frame, ...], str], set[str]] = field(default_factory=lambda: defaultdict(set))
     by_category: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     by_thread: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    thread_category: dict[int, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    thread_category: dict[int, dict[str, float]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     thread_names: dict[int, str] = field(default_factory=dict)
     self_s: dict[Frame, float] = field(default_factory=lambda: defaultdict(float))
     total_s: dict[Frame, float] = field(default_factory=lambda: defaultdict(float))

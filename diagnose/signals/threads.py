@@ -54,10 +54,12 @@ class ThreadUsage:
     slices: int | None = None
     readings: list[Reading] = field(default_factory=list)
 
-    @property
-    def demand_ns(self) -> int | None:
-        """ns the thread ran or was runnable: its CPU demand, even on a saturated host."""
-        return None if self.run_ns is None or self.wait_ns is None else self.run_ns + self.wait_ns
+    def schedstat(self) -> tuple[int, int, int] | None:
+        """(run_ns, wait_ns, slices) deltas, or None where the kernel has no schedstat.
+        run_ns + wait_ns: ns the thread ran or was runnable, its CPU demand even on a saturated host."""
+        if self.run_ns is None or self.wait_ns is None or self.slices is None:
+            return None
+        return self.run_ns, self.wait_ns, self.slices
 
     def waits(self) -> Counter:
         return Counter(r.cls for r in self.readings)

@@ -64,8 +64,8 @@ def bundle_specs(bundle: Bundle) -> tuple[tuple[GpuSpec, ...], str | None]:
 def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
     """Traces indexed in TORCH (with their clock base), else any *.json[.gz] in the TORCH_TRACES
     directory."""
-    rows = [(bundle.member(r["file"]), r.get("base_time_ns")) for r in bundle.stream(TORCH)
-            if isinstance(r.get("file"), str) and not r.get("error") and bundle.member(r["file"])]
+    rows = [(path, r.get("base_time_ns")) for r in bundle.stream(TORCH)
+            if isinstance(r.get("file"), str) and not r.get("error") and (path := bundle.member(r["file"]))]
     directory = bundle.path / TORCH_TRACES.directory
     if not rows and directory.is_dir():
         rows = [(p, None) for p in sorted(directory.glob("*.json*"))]
@@ -132,9 +132,10 @@ def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet)
     span = sum(r.gaps.window_ns for r in use)
     share = 100.0 * sum(r.gaps.total_ns for r in use) / span if span else 0.0
     thr = use[0].gaps.min_gap_ns
-    window_ns = sum(r.temporal.span_ns for r in gpu)
+    temporal = [r.temporal for r in gpu if r.temporal is not None]  # every trace with GPU events has one
+    window_ns = sum(t.span_ns for t in temporal)
     if gpu and window_ns > 0:
-        idle = 100.0 * sum(r.temporal.idle_ns for r in gpu) / window_ns
+        idle = 100.0 * sum(t.idle_ns for t in temporal) / window_ns
         lead = (f"GPU idle {idle:.0f}% of the kernel window ({share:.0f}% in {len(windows)} gaps "
                 f">= {thr / 1e3:g} us)")
     elif gpu:

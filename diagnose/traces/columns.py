@@ -150,23 +150,24 @@ class ColumnBuilder:
                 return
             fields = tuple([col[i] for i in idx] for col in fields)
             cats = [cats[i] for i in idx]
-        _, raw, pid, tid, ts, dur, args = fields
+        # the args column: all dicts or all Args (one decoder made the batch), told by its first item
+        _, raw, pid, tid, ts, dur, arg_col = fields
         nids = self._name_ids(list(raw))
-        typed = bool(args) and args[0].__class__ is Args
+        typed = bool(arg_col) and arg_col[0].__class__ is Args
         rows: dict[str, Any] = {
             "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            **{col: (list(map(attrgetter(attr), args)) if typed else [a.get(key, default) for a in args])
+            **{col: (list(map(attrgetter(attr), arg_col)) if typed else [a.get(key, default) for a in arg_col])
                for col, key, attr, default in _ARG_COLUMNS},
             "flops": [_NAN] * len(cats), "precision": [0] * len(cats),
         }
         with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
         ops = {i for i, n in enumerate(nids) if n in with_formula}
         if typed:  # plus the ops that carry a flops arg
-            ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, args)) if f is not None)
+            ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, arg_col)) if f is not None)
         else:
-            ops.update(i for i, a in enumerate(args) if a.get("flops") is not None)
+            ops.update(i for i, a in enumerate(arg_col) if a.get("flops") is not None)
         for i in sorted(i for i in ops if cats[i] == CAT_CPU_OP):
-            op = args[i].op_args() if typed else args[i]
+            op: dict[str, Any] = arg_col[i].op_args() if typed else arg_col[i]
             if op.get("Input Dims") is None and op.get("flops") is None:  # nothing to count from
                 rows["bytes"][i] = _NAN
                 continue
@@ -209,8 +210,8 @@ class ColumnBuilder:
         return nid
 
     def _add_metadata(self, ev: dict[str, Any]) -> None:
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        label = clean_name(args.get("name"))
+        raw_args = ev.get("args")
+        label = clean_name(raw_args.get("name") if isinstance(raw_args, dict) else None)
         if ev.get("name") == "thread_name":
             self.thread_names[(as_int(ev.get("pid")), as_int(ev.get("tid")))] = label
         elif ev.get("name") == "process_name":

@@ -72,7 +72,7 @@ def host_during_gaps(view: TraceView, ig: IdleGaps) -> list[dict[str, Any]]:
     names = names[totals[names] > 0]
     order = np.argsort(cpu["name"], kind="stable")  # rows grouped by name, by start within a name
     sorted_names = cpu["name"][order]
-    out = []
+    out: list[dict[str, Any]] = []
     for nid in names.tolist():
         rows = order[np.searchsorted(sorted_names, nid):np.searchsorted(sorted_names, nid, side="right")]
         s, e = merge(cpu["start_ns"][rows], cpu["end_ns"][rows])

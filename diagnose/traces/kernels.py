@@ -26,9 +26,10 @@ def category_breakdown(view: TraceView) -> dict[str, Any]:
     total = int(dur.sum())
     per_cat = np.bincount(cat, weights=dur, minlength=len(CATEGORIES))
     counts = np.bincount(cat, minlength=len(CATEGORIES))
-    rows = [{"category": c, "group": GROUP_OF[c], "count": int(counts[i]), "time_ns": int(per_cat[i]),
-             "share_pct": 100.0 * per_cat[i] / total if total else None}
-            for i, c in enumerate(CATEGORIES) if counts[i]]
+    rows: list[dict[str, Any]] = [
+        {"category": c, "group": GROUP_OF[c], "count": int(counts[i]), "time_ns": int(per_cat[i]),
+         "share_pct": 100.0 * per_cat[i] / total if total else None}
+        for i, c in enumerate(CATEGORIES) if counts[i]]
     groups: dict[str, float] = defaultdict(float)
     for r in rows:
         groups[r["group"]] += r["time_ns"]

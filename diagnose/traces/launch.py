@@ -82,7 +82,8 @@ def sync_stats(view: TraceView, span_ns: int | None) -> dict[str, Any]:
     return {
         "host_blocked_ns": blocked,
         "host_blocked_pct": 100.0 * blocked / span_ns if span_ns else None,
-        "calls": [{"name": k, "count": v[0], "time_ns": v[1]} for k, v in sorted(calls.items(), key=lambda kv: -kv[1][1])],
+        "calls": [{"name": k, "count": v[0], "time_ns": v[1]}
+                  for k, v in sorted(calls.items(), key=lambda kv: -kv[1][1])],
         "sync_events": [{"name": k, "count": v[0], "time_ns": v[1]} for k, v in sync_ev.items()],
         "d2h_pageable": {"count": int(d2h.sum()), "bytes": float(np.nansum(g["bytes"][d2h])),
                          "time_ns": int(g["dur_ns"][d2h].sum())},

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import orjson
@@ -31,6 +31,9 @@ from diagnose.traces.columns import ColumnBuilder, as_int
 from diagnose.traces.devices import DeviceProps, device_props
 from diagnose.traces.scan import Batch, ScanState, max_depth, scan
 from diagnose.traces.schema import Table
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 CHUNK_BYTES = 1 << 20
 WHOLE_DOC_BYTES = 4 << 20  # a document this small is parsed in one call (fixed costs dominate)
@@ -131,7 +134,7 @@ class KinetoTrace:
     process_names: dict[int, str] = field(default_factory=dict)
 
 
-def inflate_chunks(fh: BinaryIO, gz: bool) -> Iterator[bytes]:
+def inflate_chunks(fh: SupportsRead[bytes], gz: bool) -> Iterator[bytes]:
     """Decompressed chunks of at most CHUNK_BYTES. Raises EOFError at a truncated gzip stream,
     zlib.error at a corrupt one."""
     if not gz:
@@ -325,7 +328,8 @@ def _metadata(skeleton: bytes) -> dict[str, Any]:
 
 
 def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | None) -> TraceMeta:
-    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    info = doc.get("distributedInfo")
+    dist: dict[str, Any] = info if isinstance(info, dict) else {}
     rank = as_int(dist.get("rank"), -1) if "rank" in dist else -1
     ws = as_int(dist.get("world_size"), -1)
     base = base_time_ns(doc.get("baseTimeNanoseconds"))

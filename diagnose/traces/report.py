@@ -83,8 +83,9 @@ class TraceReport:
             "temporal_hta_rounding": self.temporal_hta.to_json() if self.temporal_hta else None,
             "idle_by_stream": [s.to_json() for s in self.streams],
             "kernel_wait_max_us": self.options.kernel_wait_ns / 1e3,
-            "idle_gaps": {"of": self.gaps_source, "min_gap_us": self.gaps.min_gap_ns / 1e3, "count": int(len(self.gaps.start_ns)),
-                          "total_ns": self.gaps.total_ns, "share_pct": self.gaps.share_pct},
+            "idle_gaps": {"of": self.gaps_source, "min_gap_us": self.gaps.min_gap_ns / 1e3,
+                          "count": int(len(self.gaps.start_ns)), "total_ns": self.gaps.total_ns,
+                          "share_pct": self.gaps.share_pct},
             **self.tables,
         }
 

@@ -90,7 +90,8 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     has_bytes = np.isfinite(nbytes) & (nbytes > 0)
     out["flops"] = float(flops.sum())
     out["bytes"] = float(nbytes[has_bytes].sum())
-    out["intensity_flop_per_byte"] = float(flops[has_bytes].sum() / nbytes[has_bytes].sum()) if has_bytes.any() else None
+    out["intensity_flop_per_byte"] = (float(flops[has_bytes].sum() / nbytes[has_bytes].sum())
+                                      if has_bytes.any() else None)
     out["achieved_flops_per_s"] = float(flops.sum() / (time_ns.sum() / 1e9)) if time_ns.sum() > 0 else None
     out["time_basis"] = "gpu kernels" if gpu_ns.sum() > 0 else "host op duration (no kernels linked)"
     prec = cpu["precision"][ops]
@@ -98,7 +99,7 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     if peak and out["intensity_flop_per_byte"] is not None:
         out["bound"] = "compute" if out["intensity_flop_per_byte"] >= peak.ridge_flop_per_byte else "bandwidth"
     names = cpu["name"][ops]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for nid in np.unique(names).tolist():
         m = names == nid
         f, b, t = flops[m].sum(), nbytes[m & has_bytes].sum(), time_ns[m].sum()

@@ -110,7 +110,7 @@ def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
         st.root = int(b[pos[0]])
         st.in_events = st.root == ord("[")
         st.events_seen = st.in_events
-    closed = np.flatnonzero(after <= 0) if st.root is not None else ()
+    closed = np.flatnonzero(after <= 0) if st.root is not None else np.zeros(0, np.int64)
     if len(closed):  # the root value ends in this buffer: scan up to its end, skip the rest
         end = int(pos[closed[0]]) + 1
         if end < len(buf):

@@ -142,7 +142,8 @@ def idle_by_stream(view: TraceView, mask: np.ndarray | None = None,
     rows = np.flatnonzero(sel)
     start, end, launch = _times(view, rounded)
     out = []
-    keys = np.unique(np.stack([g["device"][rows], g["stream"][rows]], axis=1), axis=0) if len(rows) else []
+    keys = (np.unique(np.stack([g["device"][rows], g["stream"][rows]], axis=1), axis=0) if len(rows)
+            else np.zeros((0, 2), np.int64))
     for dev, stream in ((int(a), int(b)) for a, b in keys):
         r = rows[(g["device"][rows] == dev) & (g["stream"][rows] == stream)]
         r = r[np.argsort(start[r], kind="stable")]

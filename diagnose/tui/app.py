@@ -61,9 +61,12 @@ class DiagnoseApp(App[None]):
         self.results = results
         self.session = session
         self.replay = replay
-        self.feed = LiveFeed(session) if session is not None else None
-        if self.feed is not None:
+        self.feed: LiveFeed | None = None
+        self._live: tuple[LiveSession, LiveFeed] | None = None  # the capture and its feed, together
+        if session is not None:
+            self.feed = LiveFeed(session)
             self.feed.start()
+            self._live = (session, self.feed)
         self.export_dir = export_dir or Path.cwd()
         self.exported: list[Path] = []
         # Set (by the runner's SIGTERM/SIGINT/SIGHUP handlers, or when the terminal hangs up) to
@@ -78,11 +81,12 @@ class DiagnoseApp(App[None]):
     def on_mount(self) -> None:
         if self.replay is not None:
             self.push_screen(LiveScreen(*self.replay))
-        elif self.session is not None:
-            self.push_screen(LiveScreen(self.session.header()))
-            self.session.start()
-            self._watch_progress()
-            self._watch_bundle()
+        elif self._live is not None:
+            session, feed = self._live
+            self.push_screen(LiveScreen(session.header()))
+            session.start()
+            self._watch_progress(session)
+            self._watch_bundle(session, feed)
             # `diagnose run --capture` shares the terminal with the command it started: repaint
             # the whole screen now and then so the command's own output does not linger over it.
             self.set_interval(REPAINT_S, self.refresh)
@@ -95,7 +99,7 @@ class DiagnoseApp(App[None]):
             self.exit_requested = "terminal closed"
         if self.exit_requested is None:
             return
-        if self.capturing:  # stop, let the final analysis write the report, then leave
+        if self.session is not None and self.capturing:  # stop, let the final analysis write the report
             if not self.session.done.is_set():
                 self.session.request_stop(self.exit_requested)
             return
@@ -118,8 +122,8 @@ class DiagnoseApp(App[None]):
     # -- live capture: two thread workers, results only as messages ---------------------------
 
     @work(thread=True, name="progress")
-    def _watch_progress(self) -> None:
-        worker, session = get_current_worker(), self.session
+    def _watch_progress(self, session: LiveSession) -> None:
+        worker = get_current_worker()
         while not worker.is_cancelled and not self._ui_closed.is_set():
             self.post_message(ProgressUpdate(session.header()))
             if session.done.is_set():
@@ -127,8 +131,8 @@ class DiagnoseApp(App[None]):
             session.done.wait(POLL_S)
 
     @work(thread=True, name="live-analysis")
-    def _watch_bundle(self) -> None:
-        worker, session, feed = get_current_worker(), self.session, self.feed
+    def _watch_bundle(self, session: LiveSession, feed: LiveFeed) -> None:
+        worker = get_current_worker()
         next_analysis = 0.0
         while not worker.is_cancelled and not self._ui_closed.is_set():
             done = session.done.is_set()
@@ -153,18 +157,19 @@ class DiagnoseApp(App[None]):
             self.screen.show_live(message.vm)
 
     def on_capture_ended(self, _: CaptureEnded) -> None:
-        if self.session.error is not None or self.session.result is None:
+        session = self.session
+        if session is None or session.error is not None or session.result is None:
             self.exit()  # the runner re-raises the capture's error in the main thread
             return
         self.notify("capture ended: analysing the whole bundle…", timeout=3)
-        self._final_analysis()
+        self._final_analysis(session)
 
     @work(thread=True, name="final-analysis")
-    def _final_analysis(self) -> None:
+    def _final_analysis(self, session: LiveSession) -> None:
         # The pipeline's own finish (its --thresholds, documents written once): the runner hands
         # the same Report back to the CLI, which never analyses again.
         try:
-            self.post_message(ResultsReady(self.session.finish_capture()))
+            self.post_message(ResultsReady(session.finish_capture()))
         except DocumentsNotWritten as exc:  # cannot write findings.json/report.md: still show them
             self.post_message(ResultsReady(exc.report, f"could not write findings.json/report.md: {exc}"))
 
@@ -224,10 +229,10 @@ def make_app(report: Report | None = None, *, session: LiveSession | None = None
     a bundle on its own: the live view's provisional analyses and the final Report come from the
     pipeline with the session's overrides.
     """
-    if (report is None) == (session is None):
-        raise ValueError("make_app needs exactly one of report or session")
-    if session is not None:
+    if session is not None and report is None:
         return DiagnoseApp(session=session, export_dir=export_dir)
+    if report is None or session is not None:
+        raise ValueError("make_app needs exactly one of report or session")
     if live:
         return DiagnoseApp(replay=replay_view(report), export_dir=export_dir)
     return DiagnoseApp(results=report, export_dir=export_dir)

@@ -13,9 +13,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagnose.capture.session import Capture, CaptureResult
 from diagnose.model import Report
+
+if TYPE_CHECKING:
+    from diagnose.pipeline import Finish
+    from diagnose.tui.app import DiagnoseApp
 
 
 def tui_capable(no_tui: bool = False) -> bool:
@@ -48,7 +53,7 @@ class LiveTuiView:
         self.export_dir = export_dir
         self.overrides = dict(overrides or {})
 
-    def run(self, capture: Capture, stop: threading.Event, finish) -> tuple[CaptureResult, Report | None]:
+    def run(self, capture: Capture, stop: threading.Event, finish: Finish) -> tuple[CaptureResult, Report | None]:
         """Raises what ``Capture.run`` raises (OSError, TargetError), in this thread."""
         from diagnose.tui.app import make_app
         from diagnose.tui.live.feed import LiveSession
@@ -61,14 +66,15 @@ class LiveTuiView:
             if session.started_monotonic is not None and not session.done.is_set():
                 session.request_stop("TUI closed")
             session.join()
-            app.feed.close()
+            if app.feed is not None:
+                app.feed.close()
         if session.error is not None:
             raise session.error
         if session.result is None:  # the App ended before it could start the capture
             return capture.run(stop), None
         return session.result, session.report
 
-    def run_app(self, app) -> None:
+    def run_app(self, app: DiagnoseApp) -> None:
         """Run the App on this terminal until it exits (the tests drive it with Textual's pilot)."""
         with exit_on_signals(app):
             app.run()

@@ -43,14 +43,13 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
         not_judged.update((f"undeclared:{n.what}", n) for n in undeclared)
         if any(spec_for(c.signal) is None for c in rule.conditions):
             continue
-        absent = rule.missing(signals)
-        if absent:
-            first = absent[0]
+        values = rule.values(signals)
+        if values is None:
+            first = rule.missing(signals)[0]
             reason = first.reason if isinstance(first, Signal) else f"signal {first} not produced"
             name = first.name if isinstance(first, Signal) else first
             not_judged.setdefault(reason or name, NotJudged(f"{rule.id} ({name})", reason or "unknown"))
             continue
-        values = [signals[c.signal].value for c in rule.conditions]
         if all(c.holds(v) for c, v in zip(rule.conditions, values)):
             finding = _finding(rule, signals, values)
             overruled = rule.overruled_by(signals)
@@ -86,13 +85,13 @@ def _finding(rule: Rule, signals: dict[str, Signal], values: list[float]) -> Fin
     )
 
 
-def _as_context(f: Finding, by: tuple[tuple[Condition, Signal], ...], reason: str) -> Finding:
+def _as_context(f: Finding, by: tuple[tuple[Condition, Evidence], ...], reason: str) -> Finding:
     """A finding another layer's evidence overrules: kept, without a quadrant or remedies, saying why."""
-    seen = " and ".join(f"{s.name} was {s.value:.0f}{'%' if s.unit == '%' else ' ' + s.unit} ({c.op} {c.threshold:g})"
-                        for c, s in by)
-    return replace(f, quadrant=None, severity=Severity.INFO, summary=f"{f.summary} Not the limit here: {seen}: {reason}.",
-                   suggestions=(), evidence=f.evidence + tuple(
-                       Evidence(s.name, s.value, s.unit, c.op, c.threshold, s.source) for c, s in by))
+    seen = " and ".join(
+        f"{e.signal} was {e.value:.0f}{'%' if e.unit == '%' else ' ' + e.unit} ({e.op} {e.threshold:g})" for _, e in by)
+    return replace(f, quadrant=None, severity=Severity.INFO,
+                   summary=f"{f.summary} Not the limit here: {seen}: {reason}.", suggestions=(),
+                   evidence=f.evidence + tuple(e for _, e in by))
 
 
 def decide(findings: list[Finding], quality_factor: float = 1.0) -> Verdict:

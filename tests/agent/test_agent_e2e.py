@@ -180,4 +180,4 @@ def test_run_usage_errors_and_print_env():
     assert res.returncode == 2 and "command not found: no-such-command-for-diagnose" in res.stderr
     res = run_diagnose("run", "--print-env")
     assert res.returncode == 0
-    assert "diagnose/agent/preload" in res.stdout and "export DIAGNOSE_AGENT=1" in res.stdout
+    assert "diagnose/agent/inproc/preload" in res.stdout and "export DIAGNOSE_AGENT=1" in res.stdout

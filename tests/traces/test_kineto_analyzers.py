@@ -96,7 +96,8 @@ def test_flops_from_input_dims_and_roofline_ridge(tmp_path):
     assert roof["intensity_flop_per_byte"] > 0 and roof["bound"] in ("compute", "bandwidth")
     assert roof["time_basis"].startswith("host op duration")
     sig = trace_signals([r], "")
-    assert sig["kernels.intensity_to_ridge_ratio"].value == roof["intensity_flop_per_byte"] / roof["ridge_flop_per_byte"]
+    ratio = roof["intensity_flop_per_byte"] / roof["ridge_flop_per_byte"]
+    assert sig["kernels.intensity_to_ridge_ratio"].value == ratio
 
 
 def test_signals_combine_ranks_time_weighted():

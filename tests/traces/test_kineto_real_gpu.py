@@ -19,7 +19,8 @@ from helpers import run_diagnose
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TRAIN = FIXTURES / "torch" / "h200-train-step" / "trace.json.gz"
 WORKLOAD_TRACES = sorted((FIXTURES / "gpu").glob("*/torch/trace-0001.json.gz"))
-pytestmark = pytest.mark.skipif(not TRAIN.exists(), reason="no recorded GPU trace: run benchmarks/record_torch_trace.py")
+pytestmark = pytest.mark.skipif(not TRAIN.exists(),
+                                reason="no recorded GPU trace: run benchmarks/record_torch_trace.py")
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,8 @@ def test_a_training_loop_gets_training_remedies_and_serving_keeps_its_own(tmp_pa
     assert 1.0 < doc["signals"]["torch.training_ops_pct"]["value"] < 20.0
     starved = next(f for f in doc["findings"] if f["rule_id"] == "service.gpu_starved_by_host")
     rule = next(r for r in RULES if r.id == "service.gpu_starved_by_host")
-    assert starved["suggestions"] == list(rule.training_suggestions) and "DataLoader(num_workers" in starved["suggestions"][0]
+    assert starved["suggestions"] == list(rule.training_suggestions)
+    assert "DataLoader(num_workers" in starved["suggestions"][0]
     assert not any("tokeniz" in s or "requests" in s for f in doc["findings"] for s in f["suggestions"])
     md = run_diagnose("analyze", str(TRAIN), "--out", str(tmp_path / "md"), "--format", "md").stdout
     assert "Training loop: backward and optimizer ops hold" in md

@@ -128,7 +128,8 @@ def test_an_unless_group_with_one_condition_unmet_does_not_demote():
     rule = next(r for r in TIMELINE_RULES if r.id == "secondary.host_syncs")
     assert rule.unless == GPU_BUSY
     sig = lambda n, v: Signal(n, v, "%", "test")  # noqa: E731
-    lone_kernel = {"gpu.idle_pct": sig("gpu.idle_pct", 0.0), "gpu.kernel_window_pct": sig("gpu.kernel_window_pct", 0.01)}
+    lone_kernel = {"gpu.idle_pct": sig("gpu.idle_pct", 0.0),
+                   "gpu.kernel_window_pct": sig("gpu.kernel_window_pct", 0.01)}
     assert rule.overruled_by(lone_kernel) is None
     busy = {**lone_kernel, "gpu.kernel_window_pct": sig("gpu.kernel_window_pct", 80.0)}
     assert [c.signal for c, _ in rule.overruled_by(busy)] == ["gpu.idle_pct", "gpu.kernel_window_pct"]
@@ -155,7 +156,8 @@ def _collective_step(overlapped: bool) -> list[dict]:
 def test_exposed_collectives_give_a_finding_and_overlapped_ones_do_not(tmp_path):
     exposed = _analyze(tmp_path, _collective_step(overlapped=False))
     s = exposed["signals"]
-    assert s["gpu.comm_overlap_pct"]["value"] == 0.0 and s["gpu.comm_exposed_pct"]["value"] == pytest.approx(50.0, abs=0.1)
+    assert s["gpu.comm_overlap_pct"]["value"] == 0.0
+    assert s["gpu.comm_exposed_pct"]["value"] == pytest.approx(50.0, abs=0.1)
     f = next(f for f in exposed["findings"] if f["rule_id"] == "secondary.comm_exposed")
     assert "bucket_cap_mb" in f["suggestions"][0]  # a training loop: DDP/FSDP overlap settings
     (tmp_path / "o").mkdir()
@@ -171,5 +173,6 @@ def test_a_few_exposed_microseconds_of_collectives_are_no_finding(tmp_path):
                        "--format", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["signals"]["gpu.comm_exposed_pct"]["value"] == 100.0 and doc["signals"]["gpu.comm_exposed_ms"]["value"] < 1
+    assert doc["signals"]["gpu.comm_exposed_pct"]["value"] == 100.0
+    assert doc["signals"]["gpu.comm_exposed_ms"]["value"] < 1
     assert "secondary.comm_exposed" not in {f["rule_id"] for f in doc["findings"]}

@@ -2,8 +2,8 @@
 
 One serving thread handles requests in a loop: span "request" (SERVER) with child stages
 "preprocess" (pure-Python tokenize() of a long text: most of the time), "model" (a small MLP
-forward in run_model, on the GPU with --device cuda) and "postprocess". Prints READY after the first request. Bounded: exits
-after --max-s seconds.
+forward in run_model, on the GPU with --device cuda) and "postprocess". Prints READY after the
+first request. Bounded: exits after --max-s seconds.
 """
 from __future__ import annotations
 

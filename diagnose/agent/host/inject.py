@@ -49,8 +49,8 @@ def script_text(bootstrap: Path = BOOTSTRAP) -> str:
 def inject(pid: int, target_uid: int, alive=lambda: True, wait_s: float = INJECT_WAIT_S) -> AgentHandle:
     """Inject the agent into ``pid`` and wait until it answers. Raises InjectError."""
     reason = unsupported_reason()
-    if reason:
-        raise InjectError(reason)
+    if reason or sys.version_info < (3, 14):  # the version test again, literally: type checkers read it
+        raise InjectError(reason or "sys.remote_exec needs Python >= 3.14")
     fd, name = tempfile.mkstemp(prefix="diagnose-inject-", suffix=".py")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

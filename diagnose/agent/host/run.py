@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from diagnose.agent.inproc.runtime import ENV_AGENT, ENV_NVTX
 
@@ -50,7 +51,7 @@ def print_env(nvtx: bool = False) -> str:
     return "\n".join(lines)
 
 
-def exec_command(command: list[str], nvtx: bool) -> None:
+def exec_command(command: list[str], nvtx: bool) -> NoReturn:
     """Replace this process with ``command``. Raises RunError when it cannot be executed."""
     try:
         os.execvpe(command[0], command, agent_env(os.environ, nvtx))

@@ -165,6 +165,8 @@ class CaptureSession:
 
     def _stop_torch(self) -> None:
         window, self._torch = self._torch, None
+        if window is None:
+            return
         self._end_torch_mirror()
         record = window.stop()
         self._writer.stream(TORCH.name).write(record)

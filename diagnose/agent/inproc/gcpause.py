@@ -1,8 +1,9 @@
 """Garbage-collector pauses of the target, via ``gc.callbacks`` (installed only while capturing).
 
-Record (the GC stream, diagnose/bundle/streams.py GcPauseRecord): start_ns/end_ns (Unix-epoch ns, time.time_ns() at the "start" and "stop"
-callbacks), generation, collected, uncollectable (from the callback's info dict).
-The callback runs inside the collector, on whichever thread triggered it: it only appends a tuple.
+Record (the GC stream, diagnose/bundle/streams.py GcPauseRecord): start_ns/end_ns (Unix-epoch ns,
+time.time_ns() at the "start" and "stop" callbacks), generation, collected, uncollectable (from the
+callback's info dict). The callback runs inside the collector, on whichever thread triggered it: it
+only appends a tuple.
 """
 from __future__ import annotations
 

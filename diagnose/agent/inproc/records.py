@@ -93,7 +93,7 @@ def bound_attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def bound_events(events: Iterable[tuple[str, int | None, Mapping[str, Any] | None]]) -> list[dict[str, Any]]:
     """``(name, t_ns, attributes)`` triples -> the record's bounded ``events`` list."""
-    out = []
+    out: list[dict[str, Any]] = []
     for name, t_ns, attrs in events:
         if len(out) >= MAX_EVENTS:
             break

@@ -217,13 +217,15 @@ class _PostImportFinder:
 
         def exec_module(module: Any) -> None:
             original_exec(module)
-            loader.exec_module = original_exec
+            loader.exec_module = original_exec  # type: ignore[method-assign]  # restores the patch below
             try:
                 callback(module)
             except Exception:  # never break the application's import
                 pass
 
-        loader.exec_module = exec_module  # this loader instance belongs to this spec only
+        # Patched on the instance, not wrapped: the module keeps its own loader (resources, is_package).
+        # This loader instance belongs to this spec only.
+        loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

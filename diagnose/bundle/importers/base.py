@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from diagnose.bundle import BundleWriter
 from diagnose.traces.reader import inflate_chunks
 from diagnose.traces.scan import DocumentSizes
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 20  # what sniffing sees without reading a file whole (decompressed bytes)
@@ -63,7 +66,7 @@ class Artifact:
         artifact.head = bytes(head[:HEAD_BYTES])
         return artifact
 
-    def chunks(self, fh: BinaryIO) -> Iterator[bytes]:
+    def chunks(self, fh: SupportsRead[bytes]) -> Generator[bytes, None, None]:
         """The content read from ``fh`` (this file, opened by the caller), decompressed, in
         chunks of at most 1 MiB. Raises ImportFailed for a truncated or corrupt gzip stream."""
         try:
@@ -75,7 +78,7 @@ class Artifact:
             raise ImportFailed(f"{self.path} is a corrupt gzip file ({exc}); copy or export it "
                                "again") from None
 
-    def stream(self) -> Iterator[bytes]:
+    def stream(self) -> Generator[bytes, None, None]:
         """The whole decompressed content in chunks: the head, then (for a longer file) the rest
         read from disk. Raises ImportFailed as ``chunks`` and for a read error."""
         yield self.head
@@ -188,7 +191,7 @@ class ImportContext:
 
     def next_index(self, prefix: str) -> int:
         key = f"_next_{prefix}"
-        n = self.counts.setdefault("_seq", {}).get(key, 0) + 1
+        n: int = self.counts.setdefault("_seq", {}).get(key, 0) + 1
         self.counts["_seq"][key] = n
         return n
 

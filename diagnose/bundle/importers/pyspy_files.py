@@ -113,7 +113,7 @@ def is_raw(artifact: Artifact) -> bool:
         return False
     first = artifact.head.lstrip()[:4096].split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
     m = _RAW_LINE.match(first)
-    return bool(m) and any(_FRAME.match(p) or _RAW_THREAD.match(p) for p in m.group(1).split(";"))
+    return m is not None and any(_FRAME.match(p) or _RAW_THREAD.match(p) for p in m.group(1).split(";"))
 
 
 class PySpyImporter:

@@ -15,13 +15,16 @@ import shutil
 from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from diagnose.bundle.importers.base import Artifact, ImportFailed
 from diagnose.traces.columns import as_float
 from diagnose.traces.reader import MAX_TS_US, EventStream, TraceReadError, stream_events
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead, SupportsWrite
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
                             "gpu_user_annotation"})
@@ -77,7 +80,7 @@ def _floats(values: list[Any]) -> np.ndarray:
 class CopyingReader:
     """A binary reader over ``src`` that writes every byte it hands out to ``out``."""
 
-    def __init__(self, src: BinaryIO, out: BinaryIO):
+    def __init__(self, src: SupportsRead[bytes], out: SupportsWrite[bytes]) -> None:
         self._src, self._out = src, out
 
     def read(self, n: int = -1) -> bytes:

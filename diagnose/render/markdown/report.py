@@ -51,9 +51,10 @@ class MarkdownRenderer(Renderer):
         cmd = " ".join(t.get("cmdline") or []) or t.get("name", "?")
         imported = m.get("end_reason") == "imported"
         title = f"imported files ({_cell(cmd)[:120]})" if imported else f"pid {t.get('pid', '?')} ({_cell(cmd)[:120]})"
-        when = (f"Imported; the files' events span {utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))}."
+        span = f"{utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))}"
+        when = (f"Imported; the files' events span {span}."
                 if imported else
-                f"Captured {utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))} on "
+                f"Captured {span} on "
                 f"{t.get('host', '?')} as {t.get('user', '?')}; ended by: {m.get('end_reason', '?')}"
                 + (" (**partial capture**)" if m.get("partial") else "") + ".")
         out = [

@@ -61,7 +61,8 @@ class SpanSet:
 def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
     """Typed spans; spans without an end, ending before they start or longer than 24 h are
     counted in ``invalid`` and left out."""
-    out, invalid = [], defaultdict(int)
+    out: list[Span] = []
+    invalid: defaultdict[str, int] = defaultdict(int)
     for r in records:
         start, end = r.get("start_ns"), r.get("end_ns")
         if type(start) is not int or type(end) is not int:
@@ -73,7 +74,8 @@ def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
         if end - start > MAX_SPAN_NS:
             invalid["longer_than_24h"] += 1
             continue
-        attrs = r.get("attributes") if isinstance(r.get("attributes"), dict) else {}
+        raw_attrs = r.get("attributes")
+        attrs = raw_attrs if isinstance(raw_attrs, dict) else {}
         events = tuple(e for e in r.get("events") or () if isinstance(e, dict))
         out.append(Span(str(r.get("trace_id")), str(r.get("span_id")), r.get("parent_span_id") or None,
                         str(r.get("name", "?")), str(r.get("kind") or "internal"), start, end,

@@ -8,6 +8,7 @@ output tokens from ``gen_ai.usage.output_tokens`` (or the older ``completion_tok
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from diagnose.signals.spans.analytics import Span
 def _num(attrs: dict[str, Any], keys: tuple[str, ...]) -> float | None:
     for k in keys:
         v = attrs.get(k)
-        if type(v) in (int, float) and v == v and v >= 0:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0:
             return float(v)
     return None
 
@@ -48,7 +49,9 @@ def tpot_ns(span: Span, ttft: int | None) -> float | None:
 
 def llm_summary(spans: list[Span], window_s: float | None) -> dict[str, Any]:
     """TTFT/TPOT percentiles (ms) and output tokens per second over the window."""
-    ttft, tpot, tokens = [], [], 0.0
+    ttft: list[int] = []
+    tpot: list[float] = []
+    tokens = 0.0
     for s in spans:
         t = ttft_ns(s)
         p = tpot_ns(s, t)
@@ -61,7 +64,7 @@ def llm_summary(spans: list[Span], window_s: float | None) -> dict[str, Any]:
             tpot.append(p)
         tokens += n or 0.0
 
-    def pct(values: list[float]) -> dict[str, float | None]:
+    def pct(values: Sequence[float]) -> dict[str, float | None]:
         if not values:
             return {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None}
         p50, p90, p99 = np.percentile(np.array(values, float), [50, 90, 99]) / 1e6

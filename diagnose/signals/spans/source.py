@@ -49,8 +49,8 @@ def llm_signals(llm: dict[str, Any]) -> dict[str, Signal]:
         for q in ("p50", "p99"):
             n = f"llm.{metric}_{q}_ms"
             v = llm[metric][f"{q}_ms"]
-            out[n] = (Signal(n, v, "ms", src) if v is not None else
-                      missing(n, "ms", src, f"no span carries {metric.upper()} (gen_ai attributes or a first-token event)"))
+            why = f"no span carries {metric.upper()} (gen_ai attributes or a first-token event)"
+            out[n] = Signal(n, v, "ms", src) if v is not None else missing(n, "ms", src, why)
     if llm.get("output_tokens_per_s") is not None:
         out["llm.output_tokens_per_s"] = Signal("llm.output_tokens_per_s", llm["output_tokens_per_s"], "tokens/s",
                                                 src + ", gen_ai.usage.output_tokens")

@@ -39,7 +39,7 @@ def _size_attribute(tail: list[Request], reqs: list[Request]) -> dict[str, Any] 
     rx = re.compile(SIZE_ATTRIBUTES)
     keys = {k for r in reqs for k, v in r.span.attributes.items()
             if rx.search(k) and type(v) in (int, float)}
-    best = None
+    best: dict[str, Any] | None = None
     for k in sorted(keys):
         all_v = [r.span.attributes[k] for r in reqs if type(r.span.attributes.get(k)) in (int, float)]
         tail_v = [r.span.attributes[k] for r in tail if type(r.span.attributes.get(k)) in (int, float)]

@@ -1,1 +1,2 @@
-"""The live dashboard during a capture: capture thread, partial-bundle readers, background analysis, pure adapters and the screen."""
+"""The live dashboard during a capture: capture thread, partial-bundle readers, background analysis,
+pure adapters and the screen."""

@@ -21,7 +21,7 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 NICE = 10
 STOP_TIMEOUT_S = 5.0
@@ -40,7 +40,7 @@ class BackgroundAnalyser:
     """Parent side. ``request`` and ``poll`` never block on the analysis; one thread at a time."""
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self.pending = False
 
     def start(self) -> None:
@@ -54,10 +54,11 @@ class BackgroundAnalyser:
         """Ask for an analysis of ``path`` with ``overrides``. Raises AnalysisFailed when the
         child is gone."""
         self.start()
+        _, stdin, _ = self._pipes()
         line = json.dumps({"path": str(path), "overrides": dict(overrides or {})})
         try:
-            self._proc.stdin.write(line.encode() + b"\n")
-            self._proc.stdin.flush()
+            stdin.write(line.encode() + b"\n")
+            stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise AnalysisFailed(f"analysis process ended ({exc})") from None
         self.pending = True
@@ -66,30 +67,43 @@ class BackgroundAnalyser:
         """The answer to the last request if it is ready, else None.
 
         Raises AnalysisFailed (the child's error, or the child ended)."""
-        if not self.pending or not select.select([self._proc.stdout], [], [], 0)[0]:
+        if not self.pending:
             return None
-        head = self._proc.stdout.read(_LEN)
-        body = self._proc.stdout.read(int.from_bytes(head, "big")) if len(head) == _LEN else b""
+        proc, _, stdout = self._pipes()
+        if not select.select([stdout], [], [], 0)[0]:
+            return None
+        head = stdout.read(_LEN)
+        body = stdout.read(int.from_bytes(head, "big")) if len(head) == _LEN else b""
         self.pending = False
         if not body:
-            raise AnalysisFailed(f"analysis process ended (exit code {self._proc.poll()})")
+            raise AnalysisFailed(f"analysis process ended (exit code {proc.poll()})")
         status, first, second = pickle.loads(body)
         if status != "ok":
             raise AnalysisFailed(first, bool(second))
         return first, second
 
+    def _pipes(self) -> tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]:
+        """The child and its stdin and stdout. Raises AnalysisFailed once it was closed."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise AnalysisFailed("analysis process closed")
+        return proc, proc.stdin, proc.stdout
+
     def close(self) -> None:
         """End the child (idempotent)."""
         proc, self._proc = self._proc, None
+        self.pending = False
         if proc is None:
             return
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
             proc.wait(STOP_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _answer(line: str) -> tuple[str, Any, Any]:

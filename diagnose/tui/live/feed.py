@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
@@ -130,7 +131,7 @@ class LiveFeed:
         self._process: JsonlTail | None = None
         self._names: JsonlTail | None = None
         self._analysis: Analysis | None = None
-        self._manifest: dict = {}
+        self._manifest: dict[str, Any] = {}
         self._analysed_s: float | None = None
         self._error: str | None = None
         self._analyser = BackgroundAnalyser()
@@ -149,7 +150,7 @@ class LiveFeed:
         path = self.bundle_path
         if path is None:
             return 0
-        if self._process is None:
+        if self._process is None or self._names is None:
             self._process, self._names = JsonlTail(path / PROCESS.name), JsonlTail(path / THREADS.name)
         for rec in self._names.read():
             self.cpu.add_name(rec)

@@ -83,7 +83,7 @@ class ProcessSeries:
         deltas = cpu_since(first, last)
         if dt_s <= 0 or not deltas:
             return None, None
-        tid = max(deltas, key=deltas.get)
+        tid = max(deltas, key=deltas.__getitem__)
         return tid, 100.0 * deltas[tid] / dt_s
 
 

@@ -114,11 +114,12 @@ class ResultsScreen(Screen):
 
     def action_tab(self, number: int) -> None:
         tabs = self.query_one(TabbedContent)
-        pane = tabs.get_pane(f"tab-{TABS[number - 1]}")
+        pane_id = f"tab-{TABS[number - 1]}"
+        pane = tabs.get_pane(pane_id)
         # Focus moves first: a focused widget left in the old pane would pull it back to the front.
         target = next((w for w in pane.query("*") if w.focusable), None)
         (target or tabs.query_one(Tabs)).focus()
-        tabs.active = pane.id
+        tabs.active = pane_id
 
     def action_filter(self) -> None:
         self.filter_box.display = True

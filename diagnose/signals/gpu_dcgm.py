@@ -135,7 +135,7 @@ def dcgm_metrics(data: DcgmData, uuid: str, target_gi: str | None,
     return out, None
 
 
-def _derived(data: DcgmData, rows, power_limit_w: float | None) -> dict[str, Metric]:
+def _derived(data: DcgmData, rows: list[tuple[int, dict[str, Any]]], power_limit_w: float | None) -> dict[str, Metric]:
     out = {}
     temps = [ent["values"]["temp_c"] for _, ent in rows if "temp_c" in ent.get("values", {})]
     out["temp_c"] = Metric(max(temps) if temps else None, f"DCGM GPU temperature (max, {data.label()})",

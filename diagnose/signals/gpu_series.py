@@ -8,7 +8,7 @@ Streams and record shapes: NVML (collectors/nvml.py) and GPM (collectors/gpm.py)
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -136,7 +136,8 @@ def _unknown_reason(readings: list[dict[str, Any]], key: str) -> str:
     return next((x for x in reversed(reasons) if x), "not reported")
 
 
-def _mean_metric(readings, key: str, label: str, scale: float = 1.0, ref: float | None = None) -> Metric:
+def _mean_metric(readings: list[dict[str, Any]], key: str, label: str, scale: float = 1.0,
+                 ref: float | None = None) -> Metric:
     pts, how = _series(readings, key)
     if ref is not None:
         pts = [(t, 100.0 * v / ref) for t, v in pts]
@@ -206,7 +207,7 @@ def throttle_breakdown(rows: list[dict[str, Any]]) -> dict[str, float]:
             for bit, name in THROTTLE_BITS.items()}
 
 
-def _max_metric(rows: list[dict[str, Any]], fn, label: str) -> Metric:
+def _max_metric(rows: list[dict[str, Any]], fn: Callable[[dict[str, Any]], float | None], label: str) -> Metric:
     vals = [x for x in (fn(r["values"]) for r in rows if r.get("values")) if x is not None]
     if not vals:
         return Metric(None, f"NVML {label}", f"NVML {label}: not reported")

@@ -53,7 +53,7 @@ class AnalysisParams:
     def value(self, key: str) -> float:
         """The parameter ``key`` in the unit its name says."""
         p = _BY_KEY[key]
-        return getattr(getattr(self, p.group), p.field) / p.ns_per_unit
+        return float(getattr(getattr(self, p.group), p.field) / p.ns_per_unit)
 
     def changed(self) -> dict[str, float]:
         """``{key: value}`` of the parameters that differ from the defaults (for the report)."""

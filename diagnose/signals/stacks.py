@@ -90,7 +90,7 @@ def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) ->
 
 
 @cache
-def _compiled(pattern: FramePattern):
+def _compiled(pattern: FramePattern) -> tuple[re.Pattern[str] | None, ...]:
     return tuple(re.compile(p) if p else None
                  for p in (pattern.function, pattern.file, pattern.source, pattern.parent))
 

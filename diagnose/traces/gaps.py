@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.traces.intervals import gaps, merge, overlap_each
-from diagnose.traces.schema import CAT_CPU_OP
+from diagnose.traces.schema import CAT_CPU_OP, Table
 from diagnose.traces.view import TraceView
 
 GAP_MIN_NS = 100_000  # 10x a typical launch latency: shorter holes are launch overhead
@@ -102,7 +102,7 @@ def gap_rows(view: TraceView, ig: IdleGaps, n: int = MAX_LISTED) -> list[dict[st
     return rows
 
 
-def _dominant_op(view: TraceView, cpu, lo: int, hi: int) -> str | None:
+def _dominant_op(view: TraceView, cpu: Table, lo: int, hi: int) -> str | None:
     """The shortest host event covering at least half of [lo, hi): the innermost busy op."""
     hit = (cpu["start_ns"] < hi) & (cpu["end_ns"] > lo)
     if not hit.any():

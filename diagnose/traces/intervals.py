@@ -42,7 +42,8 @@ def overlap_each(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -
                                        (e - s)[np.maximum(i - 1, 0)]), 0)
         return np.where(i > 0, full + last, 0)
 
-    return covered_before(hi) - covered_before(lo)
+    covered: np.ndarray = covered_before(hi) - covered_before(lo)  # numpy types ndarray - ndarray as Any
+    return covered
 
 
 def gaps(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

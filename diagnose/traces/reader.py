@@ -182,7 +182,8 @@ def _parse_batch(batch: Batch, counts: dict[str, int]) -> list[Any]:
     if not len(batch.starts):
         return loose
     try:
-        return orjson.loads(batch.body()) + loose
+        events: list[Any] = orjson.loads(batch.body())  # the body is the batch's events as one array
+        return events + loose
     except orjson.JSONDecodeError:
         pass
     out = loose

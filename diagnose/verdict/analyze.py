@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from diagnose.bundle import Bundle
-from diagnose.model import Analysis, NotJudged
+from diagnose.model import Analysis, NotJudged, Signal
 from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
 from diagnose.signals.catalog import spec_for
@@ -57,7 +57,7 @@ def _quality_factor(dq: dict) -> float:
     return factor
 
 
-def _coverage_gaps(signals) -> list[NotJudged]:
+def _coverage_gaps(signals: dict[str, Signal]) -> list[NotJudged]:
     """Quadrant questions no collector in this bundle could answer."""
     gaps = []
     sm, dram = signals.get("gpu.sm_active_pct"), signals.get("gpu.dram_active_pct")

@@ -11,7 +11,6 @@ Streams (written by the agent inside the target): SPANS, GC, TORCH and TORCH_TRA
 """
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ class AgentCollector(Collector):
         self._report: dict[str, Any] | None = None
         self._bundle_dir: Path | None = None
         self._out_dir: Path | None = None
+        self._uid = -1
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
         from diagnose.agent.host.client import AgentUnavailable, find_agent
@@ -75,6 +75,7 @@ class AgentCollector(Collector):
             except InjectError as exc:
                 raise CollectorError(str(exc)) from None
         self._bundle_dir = bundle.path
+        self._uid = target.uid
         try:
             reply = self._handle.call(
                 "capture", out_dir=str(bundle.path), duration_s=options.duration_s + GRACE_S,
@@ -83,7 +84,7 @@ class AgentCollector(Collector):
             raise CollectorError(f"the agent of pid {target.pid} did not take the capture: {exc}") from None
         if not reply.get("ok"):
             raise CollectorError(f"the agent refused the capture: {reply['error']['message']}")
-        self._out_dir = Path(reply["out_dir"])
+        self._out_dir = Path(str(reply.get("out_dir") or bundle.path))  # checked before any use
 
     def counts(self) -> dict[str, Any]:
         return _flat_counts(self._report) if self._report else {}
@@ -109,21 +110,26 @@ class AgentCollector(Collector):
             return CollectorStatus(self.name, CollectorState.PARTIAL,
                                    f"the agent did not finish within {timeout_s:g} s (torch trace export?)",
                                    self.counts(), STREAMS)
-        self._collect_staged()
-        return status_from_report(self.name, self._report)
+        refused = self._collect_staged()
+        status = status_from_report(self.name, self._report)
+        if refused is None:
+            return status
+        return CollectorStatus(self.name, CollectorState.PARTIAL, "; ".join(filter(None, (refused, status.reason))),
+                               status.counts, STREAMS)
 
-    def _collect_staged(self) -> None:
-        """Move files the agent staged in its own directory (target runs as another user) into the bundle."""
+    def _collect_staged(self) -> str | None:
+        """Take the files the agent staged in its own directory (target runs as another user) into
+        the bundle, safely (collectors/agent_staging.py). Returns why it refused, or None."""
+        from diagnose.collectors.agent_staging import StagingRefused, collect, staging_dir
+
         if self._out_dir is None or self._bundle_dir is None or self._out_dir == self._bundle_dir:
-            return
-        for src in sorted(self._out_dir.rglob("*")):
-            dst = self._bundle_dir / src.relative_to(self._out_dir)
-            if src.is_dir():
-                dst.mkdir(mode=0o700, exist_ok=True)
-            else:
-                shutil.copyfile(src, dst)
-                dst.chmod(0o600)
-        shutil.rmtree(self._out_dir, ignore_errors=True)
+            return None
+        try:
+            staging = staging_dir(self._handle.path, str(self._out_dir), self._uid)
+            collect(staging, self._bundle_dir, self._uid)
+        except (StagingRefused, OSError) as exc:
+            return str(exc)
+        return None
 
 
 def _flat_counts(report: dict[str, Any]) -> dict[str, Any]:

@@ -140,11 +140,13 @@ def attach(request: AttachRequest, view: CaptureView) -> Attached:
     try:
         with AttachLock(request.pid):
             capture = Capture(target, request.options, request.out_dir, list(request.command))
-            result, report = view.run(capture, stop, finish)
+            result, _ = view.run(capture, stop, finish)
+        # Still under the stop handlers: a second Ctrl-C only sets the flag again, so the report
+        # is always written. The view's Report, or made now; raises if it cannot be written.
+        return Attached(result, finish(result))
     finally:
         if threading.current_thread() is threading.main_thread():
             restore_signal_handlers()
-    return Attached(result, finish(result))  # the view's Report, or made now; raises if unwritten
 
 
 __all__ = ["AttachRequest", "Attached", "CaptureView", "DOCUMENTS", "DocumentsNotWritten", "Report",

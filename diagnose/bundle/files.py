@@ -3,7 +3,10 @@ symlink, and whole files are replaced atomically (fresh temp file + rename)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
+import stat
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,14 +31,29 @@ def write_private_text(path: Path, text: str) -> None:
 
 
 def write_private_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` atomically (fresh temp file + rename) with mode 0600. Raises OSError."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write ``data`` atomically (a fresh temp file of our own + rename) with mode 0600.
+
+    What stands at ``path`` is replaced only when it is a regular file or a symlink (replaced,
+    never followed); a device, FIFO or directory is refused (``/dev/null`` stays a device). Raises
+    OSError (EINVAL for such a target).
+    """
     try:
-        os.unlink(tmp)  # a stale temp file, or a planted symlink: removed, never followed
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        pass
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", str(path))
+    for _ in range(100):  # O_EXCL: a name nobody else holds, so nothing of theirs is ever removed
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fh = _open_private(tmp, "wb", exclusive=True)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise OSError(errno.EEXIST, "no free temporary name", str(path))
     try:
-        with _open_private(tmp, "wb", exclusive=True) as fh:
+        with fh:
             fh.write(data)
         os.replace(tmp, path)
     except BaseException:
@@ -44,4 +62,21 @@ def write_private_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-__all__ = ["write_private_bytes", "write_private_text"]
+def read_regular_file(path: Path, limit: int, follow_symlinks: bool = False) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them: never blocking on a FIFO
+    or a procfs file that waits (O_NONBLOCK), never through a symlink unless ``follow_symlinks``.
+    Raises OSError: ELOOP (a symlink), EINVAL (not a regular file), EFBIG (over ``limit``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow_symlinks else os.O_NOFOLLOW))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+    return data
+
+
+__all__ = ["read_regular_file", "write_private_bytes", "write_private_text"]

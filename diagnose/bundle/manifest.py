@@ -156,7 +156,8 @@ def manifest_problem(m: Any) -> str | None:
     for c in m.get("collectors", []):
         if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             return "a collector entry has no name"
-        if c.get("state", "failed") not in {s.value for s in CollectorState}:
+        if not isinstance(c.get("state", "failed"), str) or c.get("state", "failed") not in {
+                s.value for s in CollectorState}:
             return f"collector {c['name']!r} has an unknown state {c.get('state')!r}"
         if not isinstance(c.get("counts") or {}, dict):
             return f"collector {c['name']!r} has counts that are not an object"
@@ -166,7 +167,15 @@ def manifest_problem(m: Any) -> str | None:
             return f"'{key}' is not a Unix time in ns"
     if not isinstance(m.get("target", {}), dict):
         return "'target' is not an object"
+    if not _strings(m.get("command") or []):
+        return "'command' is not a list of strings"
+    if not _strings((m.get("target") or {}).get("cmdline") or []):
+        return "'target.cmdline' is not a list of strings"
     return None
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 __all__ = ["MANIFEST", "SCHEMA_VERSION", "CollectorState", "CollectorStatus", "Manifest",

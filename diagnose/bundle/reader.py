@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from diagnose.bundle.errors import BundleError
+from diagnose.bundle.files import read_regular_file
 from diagnose.bundle.manifest import MANIFEST, CollectorStatus, Manifest, manifest_problem
 from diagnose.bundle.streams import StreamKind, StreamSpec
 
 T = TypeVar("T")
+MANIFEST_MAX_BYTES = 16 << 20  # a real one is a few KiB; /dev/zero behind a symlink stops here
 
 
 @dataclass
@@ -37,7 +39,7 @@ class Bundle:
         """Raises BundleError when ``path`` has no readable manifest.json."""
         mpath = Path(path) / MANIFEST
         try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8", errors="replace"))
+            manifest = json.loads(read_regular_file(mpath, MANIFEST_MAX_BYTES).decode("utf-8", errors="replace"))
         except FileNotFoundError:
             raise BundleError(f"{path} is not a diagnose bundle (no {MANIFEST})") from None
         except NotADirectoryError:

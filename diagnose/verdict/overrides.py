@@ -9,11 +9,10 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from diagnose.bundle.files import read_regular_file
 from diagnose.rules import Rule
 from diagnose.signals.params import DEFAULT_PARAMS, PARAM_KEYS, AnalysisParams, ParamError, is_param_key, with_overrides
 from diagnose.verdict.evaluate import ThresholdError
@@ -34,7 +33,7 @@ def split_overrides(overrides: dict[str, float], rules: Iterable[Rule]) -> tuple
         raise ThresholdError(_unknown_message(unknown[0], known_rules))
     bad = sorted(k for k, v in overrides.items() if not math.isfinite(v))
     if bad:
-        raise ThresholdError(f"threshold {bad[0]!r} is not a finite number")
+        raise ThresholdError(f"threshold {_short(bad[0])} is not a finite number")
     try:
         params = with_overrides({k: v for k, v in overrides.items() if is_param_key(k)}, DEFAULT_PARAMS)
     except ParamError as exc:
@@ -42,28 +41,21 @@ def split_overrides(overrides: dict[str, float], rules: Iterable[Rule]) -> tuple
     return params, {k: v for k, v in overrides.items() if not is_param_key(k)}
 
 
+def _short(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _unknown_message(key: str, known_rules: list[str]) -> str:
     near = difflib.get_close_matches(key, known_rules, n=EXAMPLES, cutoff=0.4) or known_rules[:EXAMPLES]
-    return (f"unknown threshold {key!r}; known: analysis parameters "
+    return (f"unknown threshold {_short(key)}; known: analysis parameters "
             f"{', '.join(p.key for p in PARAM_KEYS)}; {len(known_rules)} rule thresholds "
             f"<rule_id>:<signal>, e.g. {', '.join(near)}")
 
 
 THRESHOLDS_MAX_BYTES = 1 << 20
 EXPECTED = '{"<rule_id>:<signal>" or "timeline:<parameter>_us": number}'
-
-
-def _small_regular_file(path: Path, limit: int) -> str:
-    """The text of a regular file of at most ``limit`` bytes; ValueError otherwise (a FIFO would
-    block, /dev/zero never ends)."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError("not a regular file")
-    with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit >> 20} MiB")
-    return data.decode("utf-8")
 
 
 def load_overrides_file(path: Path, rules: Iterable[Rule] | None = None) -> dict[str, float]:
@@ -73,17 +65,19 @@ def load_overrides_file(path: Path, rules: Iterable[Rule] | None = None) -> dict
     from diagnose.rules import RULES
 
     try:
-        data = json.loads(_small_regular_file(path, THRESHOLDS_MAX_BYTES))
+        data = json.loads(read_regular_file(path, THRESHOLDS_MAX_BYTES, follow_symlinks=True).decode("utf-8"))
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
         wrong = next((k for k, v in data.items() if type(v) not in (int, float)), None)
         if wrong is not None:
-            raise ValueError(f"the value of {wrong!r} is {data[wrong]!r}, not a number")
+            raise ValueError(f"the value of {_short(wrong)} is {_short(data[wrong])}, not a number")
         overrides = {str(k): float(v) for k, v in data.items()}
     except RecursionError:
         raise ThresholdError(f"cannot read thresholds {path}: nested too deeply; expected a flat JSON object") from None
-    except (OSError, ValueError, TypeError, OverflowError) as exc:
-        raise ThresholdError(f"cannot read thresholds {path}: {exc}; expected {EXPECTED}") from None
+    except OSError as exc:
+        raise ThresholdError(f"cannot read thresholds {path}: {exc.strerror or exc}; expected {EXPECTED}") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ThresholdError(f"cannot read thresholds {path}: {str(exc)[:200]}; expected {EXPECTED}") from None
     try:
         split_overrides(overrides, RULES if rules is None else rules)
     except ThresholdError as exc:

@@ -34,11 +34,16 @@ class CpuSnapshot:
     ncpu: int
 
 
+# What a hand-edited record raises in the counter formulas (wrong types, missing keys).
+MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError)
+
+
 class ProcessSeries:
     """Accumulates process records in arrival order; one instance per capture."""
 
     def __init__(self, busiest_window_s: float = 1.0):
         self.records = 0
+        self.skipped = 0  # malformed records (a hand-edited bundle)
         self._prev: dict[str, Any] | None = None
         self._process: deque[float] = deque(maxlen=MAX_POINTS)
         self._host: deque[float] = deque(maxlen=MAX_POINTS)
@@ -48,15 +53,26 @@ class ProcessSeries:
         self._ncpu = 1
 
     def add_name(self, record: dict[str, Any]) -> None:
-        """A THREADS record: {tid, comm}."""
-        if "tid" in record:
-            self._names[int(record["tid"])] = str(record.get("comm") or "")
+        """A THREADS record: {tid, comm}. A malformed one (hand-edited bundle) is skipped."""
+        try:
+            if "tid" in record:
+                self._names[int(record["tid"])] = str(record.get("comm") or "")
+        except MALFORMED:
+            self.skipped += 1
 
     def add(self, rec: dict[str, Any]) -> None:
+        """A PROCESS record; a malformed one is counted in ``skipped``, never raised."""
+        try:
+            ncpu, t_ns = int(rec.get("ncpu") or self._ncpu), int(rec.get("t_ns", 0))
+            threads, proc_s = thread_cpu_s(rec), process_cpu_s(rec)
+            host = None if self._prev is None else host_cpu(self._prev.get("sys_cpu_s") or {},
+                                                            rec.get("sys_cpu_s") or {})
+        except MALFORMED:
+            self.skipped += 1
+            return
         self.records += 1
-        self._ncpu = int(rec.get("ncpu") or self._ncpu)
-        t_ns = int(rec.get("t_ns", 0))
-        self._thread_cpu.append((t_ns, thread_cpu_s(rec)))
+        self._ncpu = ncpu
+        self._thread_cpu.append((t_ns, threads))
         while self._thread_cpu and t_ns - self._thread_cpu[0][0] > self._window_ns:
             self._thread_cpu.popleft()
         prev, self._prev = self._prev, rec
@@ -65,8 +81,7 @@ class ProcessSeries:
         dt_s = (t_ns - int(prev.get("t_ns", 0))) / 1e9
         if dt_s <= 0:
             return
-        self._process.append(max(0.0, 100.0 * (process_cpu_s(rec) - process_cpu_s(prev)) / dt_s))
-        host = host_cpu(prev.get("sys_cpu_s") or {}, rec.get("sys_cpu_s") or {})
+        self._process.append(max(0.0, 100.0 * (proc_s - process_cpu_s(prev)) / dt_s))
         if host is not None:
             self._host.append(host.busy_pct)
 

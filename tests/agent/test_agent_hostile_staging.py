@@ -1,0 +1,36 @@
+"""A lying agent names someone else's directory as its staging directory: root must neither read
+it into the bundle nor delete it (collectors/agent_staging.py)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from helpers import only_bundle, run_diagnose
+
+
+@pytest.mark.parametrize("mode", ["name", "symlink"])
+def test_a_lying_staging_directory_is_neither_read_nor_deleted(mode, workload, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    (victim / "secret.txt").write_text("root's secret\n")
+    (victim / "process.jsonl").write_text('{"spoofed": true}\n')
+    runtime = Path(tempfile.mkdtemp(prefix="dg-"))  # short: Unix socket paths are limited
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    proc = workload("hostile_agent", mode, str(victim), env=env)
+    out = tmp_path / "out"
+    r = run_diagnose("attach", str(proc.pid), "--duration", "2", "--no-tui", "--torch-window", "0",
+                     "--skip", "pyspy", "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr
+    bundle = only_bundle(out)
+    assert (victim / "secret.txt").read_text() == "root's secret\n"  # not deleted
+    assert not (bundle / "secret.txt").exists()
+    assert "spoofed" not in (bundle / "process.jsonl").read_text()  # not overwritten
+    agent = next(c for c in json.loads((bundle / "manifest.json").read_text())["collectors"]
+                 if c["name"] == "agent")
+    assert agent["state"] == "partial" and "ignored" in agent["reason"], agent
+    if mode == "symlink":
+        assert os.path.islink(next(runtime.rglob("capture-*")))  # left as the target made it

@@ -92,11 +92,15 @@ class AgentCollector(Collector):
     def stop(self, timeout_s: float) -> CollectorStatus:
         from diagnose.agent.inproc import protocol
         deadline = time.monotonic() + timeout_s
+
+        def left() -> float:  # every call inside the stop budget: a stalling agent cannot stretch it
+            return max(0.1, deadline - time.monotonic())
+
         try:
-            reply = self._handle.call("stop")
+            reply = self._handle.call("stop", min(5.0, left()))
             while reply.get("ok") and reply.get("state") == "capturing" and time.monotonic() < deadline:
                 time.sleep(POLL_S)
-                reply = self._handle.call("status")
+                reply = self._handle.call("status", min(5.0, left()))
         except (OSError, protocol.ProtocolError) as exc:
             written = [s for s in STREAMS if self._bundle_dir is not None and (self._bundle_dir / s).exists()]
             state = CollectorState.PARTIAL if written else CollectorState.FAILED

@@ -17,6 +17,10 @@ from diagnose.agent.inproc import protocol
 
 _LISTENING = 0x00010000  # __SO_ACCEPTCON in /proc/net/unix Flags
 HELLO_TIMEOUT_S = 3.0
+# All candidates together: a target that opens many sockets named like the agent's and stalls on
+# each cannot hold the capture's start longer than this.
+HELLO_BUDGET_S = 3.0
+MAX_CANDIDATES = 4
 
 
 class AgentUnavailable(Exception):
@@ -90,10 +94,15 @@ def find_agent(pid: int) -> AgentHandle:
     if not candidates:
         raise AgentUnavailable(f"no diagnose agent is listening in pid {pid}")
     errors = []
-    for path, _ in candidates:
+    deadline = time.monotonic() + HELLO_BUDGET_S
+    for path, _ in candidates[:MAX_CANDIDATES]:
         for route in (f"/proc/{pid}/root{path}", path):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                errors.append(f"no answer within {HELLO_BUDGET_S:g} s")
+                break
             try:
-                reply = protocol.call(route, "hello", HELLO_TIMEOUT_S)
+                reply = protocol.call(route, "hello", min(HELLO_TIMEOUT_S, left))
             except (OSError, protocol.ProtocolError) as exc:
                 errors.append(f"{route}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
                 continue

@@ -1,10 +1,12 @@
-"""A lying agent names someone else's directory as its staging directory: root must neither read
-it into the bundle nor delete it (collectors/agent_staging.py)."""
+"""Hostile in-target agents: one that names someone else's directory as its staging directory (root
+must neither read it into the bundle nor delete it: collectors/agent_staging.py), one that floods
+sockets named like the agent's and never answers (the probe has one time budget)."""
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,16 @@ def test_a_lying_staging_directory_is_neither_read_nor_deleted(mode, workload, t
     assert agent["state"] == "partial" and "ignored" in agent["reason"], agent
     if mode == "symlink":
         assert os.path.islink(next(runtime.rglob("capture-*")))  # left as the target made it
+
+
+def test_an_agent_socket_flood_that_never_answers_cannot_stretch_the_capture(workload, tmp_path):
+    socks = Path(tempfile.mkdtemp(prefix="dg-"))
+    proc = workload("stalling_agent", str(socks), "10")
+    t0 = time.monotonic()
+    r = run_diagnose("attach", str(proc.pid), "--duration", "2", "--no-tui", "--skip", "pyspy",
+                     "--out", str(tmp_path / "out"))
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    # 10 sockets x 2 routes x 3 s used to be 60 s; the probe now has one 3 s budget for all of them
+    assert took < 20, f"attach --duration 2 took {took:.1f} s"
+    assert "agent: unavailable" in r.stderr and "did not answer" in r.stderr

@@ -1,0 +1,21 @@
+"""The folders show the pipeline: at the package root only the CLI entry, the orchestrator and
+the shared data model; every stage a package of its own (README "Layout")."""
+from __future__ import annotations
+
+from helpers import REPO
+
+ROOT_MODULES = {"__init__.py", "__main__.py", "cli.py", "pipeline.py", "model.py"}
+STAGES = {"capture", "bundle", "signals", "traces", "verdict", "render", "tui", "agent", "doctor", "demo"}
+
+
+def test_package_root_holds_only_the_entry_the_pipeline_and_the_model():
+    pkg = REPO / "diagnose"
+    assert {p.name for p in pkg.glob("*.py")} == ROOT_MODULES
+    assert {p.name for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} == STAGES
+
+
+def test_tests_mirror_the_stages():
+    folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and list(p.glob("test_*.py"))}
+    assert folders <= STAGES | {"collectors", "cli"} and {"bundle", "signals", "render", "tui"} <= folders
+    assert not list((REPO / "tests").glob("test_*.py")) or [p.name for p in (REPO / "tests").glob("test_*.py")] == [
+        "test_layout.py"]

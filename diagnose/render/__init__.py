@@ -6,8 +6,9 @@ from diagnose.model import Report
 from diagnose.render.base import Renderer
 from diagnose.render.findings_json import JsonRenderer
 from diagnose.render.markdown.report import MarkdownRenderer
+from diagnose.render.speedscope import SpeedscopeRenderer
 
-RENDERERS: dict[str, type[Renderer]] = {r.format: r for r in (MarkdownRenderer, JsonRenderer)}
+RENDERERS: dict[str, type[Renderer]] = {r.format: r for r in (MarkdownRenderer, JsonRenderer, SpeedscopeRenderer)}
 
 
 class UnknownFormat(KeyError):

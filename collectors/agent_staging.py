@@ -24,7 +24,9 @@ from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
 STAGING_NAME = re.compile(r"capture-\d{1,10}-\d{1,10}")
 FILES = (SPANS.name, GC.name, TORCH.name)
 TRACE_DIR = TORCH_TRACES.name.rstrip("/")
-TRACE_NAME = re.compile(r"trace-\d{4,6}\.json\.gz")
+# the trace files the agent writes, named as TORCH_TRACES.pattern declares them
+_HEAD, _TAIL = os.path.basename(TORCH_TRACES.pattern or "").split("{seq:04d}")
+TRACE_NAME = re.compile(re.escape(_HEAD) + r"\d{4,6}" + re.escape(_TAIL))
 MAX_FILE_BYTES = 8 << 30  # a torch trace of a long window is GBs; /dev/zero-like files stop here
 CHUNK = 1 << 20
 

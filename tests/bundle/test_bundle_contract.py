@@ -55,8 +55,10 @@ def test_manifest_validation_is_the_one_check(tmp_path):
     assert _manifest(started_ns=-1).problem() == "'started_ns' is not a Unix time in ns"
     with pytest.raises(BundleError, match="unknown state"):
         Manifest.from_json({"collectors": [{"name": "x", "state": "sleeping"}]})
-    old = Manifest.from_json({"collectors": [], "future_key": 1, "command": "not a list"})
+    old = Manifest.from_json({"collectors": [], "future_key": 1})
     assert old.command == () and old.to_json()["future_key"] == 1  # lenient, and unknown keys kept
+    with pytest.raises(BundleError, match="'command' is not a list of strings"):  # renderers join it
+        Manifest.from_json({"collectors": [], "command": "not a list"})
 
 
 def test_bundle_directories_are_named_in_one_place(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -35,6 +36,10 @@ def check_out_dir(out: Path) -> Path:
         raise fail(f"cannot create output directory {out}: {exc.strerror}; choose --out DIR you can write") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise fail(f"output directory {out} is not writable; choose --out DIR you can write")
+    try:  # root passes access(): try the real thing (/sys, read-only mounts), then remove our own
+        os.rmdir(tempfile.mkdtemp(prefix=".diagnose-probe-", dir=out))
+    except OSError as exc:
+        raise fail(f"cannot create a bundle in {out}: {exc.strerror}; choose --out DIR you can write") from None
     return out
 
 

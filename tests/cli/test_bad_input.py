@@ -187,3 +187,11 @@ def test_report_to_an_unwritable_path(tmp_path):
     res = run_diagnose("report", str(REPO / "fixtures/cpu/service-json"), "-o", str(tmp_path / "no/such/dir/r.md"))
     assert res.returncode == 2
     assert len(error_lines(res)) == 1 and "cannot write" in res.stderr
+
+
+def test_out_that_root_may_access_but_not_write_is_a_usage_error(tmp_path):
+    """/sys passes access(W_OK) for root, yet no directory can be made there: exit 2, not 3."""
+    if not os.path.isdir("/sys/kernel"):
+        pytest.skip("no /sys/kernel")
+    res = run_diagnose("attach", str(os.getpid()), "--duration", "1", "--no-tui", "--out", "/sys/kernel")
+    assert res.returncode == 2 and "cannot create a bundle in /sys/kernel" in res.stderr, res.stderr

@@ -109,7 +109,7 @@ def test_a_second_ctrl_c_during_the_analysis_still_leaves_the_report(workload, t
     diag = subprocess.Popen(
         [sys.executable, "-m", "diagnose", "attach", str(proc.pid), "--duration", "30", "--no-tui",
          "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for_capture(tmp_path, diag, windows=1)
+    wait_for_capture(tmp_path, diag)  # py-spy is sampling: the capture is under way
     diag.send_signal(signal.SIGINT)
     # keep interrupting while it stops, analyses and writes: each only sets the stop flag again
     stop = threading.Event()

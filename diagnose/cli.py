@@ -373,6 +373,32 @@ def tui(bundle: Path, live: bool, export_dir: Path, no_tui: bool, thresholds: Pa
     sys.exit(browse_bundle(open_report(bundle, load_thresholds(thresholds)), no_tui, export_dir, live))
 
 
+@main.command("rules")
+def rules_command() -> None:
+    """List every rule: id, quadrant, layer, severity and the thresholds it compares."""
+    from diagnose.rules import RULES
+    from diagnose.verdict.explain import rules_table
+
+    for line in rules_table(RULES):
+        click.echo(line)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("rule_id", metavar="RULE")
+def explain(rule_id: str) -> None:
+    """Say what RULE checks, on which signals, when it stands down, and what to try."""
+    from diagnose.rules import RULES
+    from diagnose.verdict.explain import UnknownRule, find_rule
+    from diagnose.verdict.explain import explain as explain_rule
+
+    try:
+        rule = find_rule(rule_id, RULES)
+    except UnknownRule as exc:
+        raise fail(str(exc)) from None
+    for line in explain_rule(rule):
+        click.echo(line)
+
+
 @main.command()
 @click.option("--pid", type=int, help="Also check that this process can be profiled.")
 @click.option("--dcgm", metavar="URL", callback=_check_dcgm,

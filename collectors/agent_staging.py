@@ -11,11 +11,10 @@ never point root's unlink anywhere else.
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
 import re
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 from diagnose.bundle.files import _open_private
@@ -60,7 +59,8 @@ def collect(staging: Path, bundle: Path, uid: int) -> list[str]:
         copied = _take(fd, bundle, FILES, "") + _take_traces(fd, bundle, uid)
     finally:
         os.close(fd)
-    _quiet(lambda: os.rmdir(staging))  # empty now, unless the target put more there
+    with contextlib.suppress(OSError):  # empty now, unless the target put more there
+        os.rmdir(staging)
     return copied
 
 
@@ -78,7 +78,8 @@ def _take_traces(fd: int, bundle: Path, uid: int) -> list[str]:
         copied = _take(sub, bundle / TRACE_DIR, names, TRACE_DIR + "/")
     finally:
         os.close(sub)
-    _quiet(lambda: os.rmdir(TRACE_DIR, dir_fd=fd))  # only if the agent left nothing else
+    with contextlib.suppress(OSError):  # only if the agent left nothing else
+        os.rmdir(TRACE_DIR, dir_fd=fd)
     return copied
 
 
@@ -109,13 +110,7 @@ def _take(dir_fd: int, dest: Path, names: tuple[str, ...] | list[str], prefix: s
             continue  # e.g. the bundle already has that file: never overwritten
         finally:
             os.close(src)
-        _quiet(functools.partial(os.unlink, name, dir_fd=dir_fd))
+        with contextlib.suppress(OSError):  # left in the target's own directory: nothing of ours at stake
+            os.unlink(name, dir_fd=dir_fd)
         out.append(prefix + name)
     return out
-
-
-def _quiet(fn: Callable[[], object]) -> None:
-    try:
-        fn()
-    except OSError:
-        pass  # left in the target's own directory: nothing of diagnose's is at stake

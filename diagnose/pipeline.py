@@ -58,8 +58,6 @@ def write_documents(report: Report) -> tuple[Path, ...]:
             path = report.bundle.path / name
             write_private_bytes(path, _encoded(body))
             written.append(path)
-    except DocumentsNotWritten:
-        raise
     except OSError as exc:
         raise DocumentsNotWritten(report, exc) from exc
     return tuple(written)

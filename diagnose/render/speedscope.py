@@ -10,14 +10,15 @@ Frames are shared across threads. Pure: it reads only the Report's bundle.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose import __version__
 from diagnose.bundle.streams import THREADS
 from diagnose.model import Report
 from diagnose.render.base import Renderer
-from diagnose.signals.cpu import pyspy_windows
-from diagnose.signals.stacks import Frame
+
+if TYPE_CHECKING:
+    from diagnose.signals.stacks import Frame
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
@@ -30,6 +31,9 @@ class SpeedscopeRenderer(Renderer):
     tui_key = "s"
 
     def render(self, report: Report) -> str:
+        # lazily: the registry is imported by `diagnose --help`, the signals package pulls numpy
+        from diagnose.signals.cpu import pyspy_windows
+
         frames: dict[Frame, int] = {}
         threads: dict[int, dict[str, Any]] = {}
         names = _thread_names(report)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.errors import MALFORMED
 from diagnose.model import Signal, StackShare, ThreadSummary
 from diagnose.signals.base import SignalSource, SourceResult
 from diagnose.signals.cpu import cpu_signals
@@ -21,9 +22,6 @@ from diagnose.signals.timeline import timeline_signals
 SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_signals)
 
 
-# What malformed stream content raises inside a source (wrong types, missing keys, absurd values).
-MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError,
-             RecursionError, ZeroDivisionError)
 
 
 @dataclass

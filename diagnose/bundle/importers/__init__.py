@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from diagnose.bundle import IMPORT_LABEL, MANIFEST, BundleWriter, CollectorState, CollectorStatus, Manifest
+from diagnose.bundle.errors import MALFORMED
 from diagnose.bundle.importers.base import Artifact, ImportContext, Importer, ImportFailed
 from diagnose.bundle.importers.pyspy_files import PySpyImporter
 from diagnose.bundle.importers.span_files import SpanFileImporter
@@ -35,7 +36,6 @@ def is_bundle_input(inputs: tuple[Path, ...] | list[Path]) -> bool:
     return len(inputs) == 1 and Path(inputs[0]).is_dir()
 
 
-MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
 
 
 def import_files(paths: list[Path], out_dir: Path) -> Path:

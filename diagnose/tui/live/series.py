@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle.counters import cpu_since, host_cpu, process_cpu_s, thread_cpu_s
+from diagnose.bundle.errors import MALFORMED
 
 MAX_POINTS = 600  # 60 s at 10 Hz: more than any panel is wide
 
@@ -32,10 +33,6 @@ class CpuSnapshot:
     busiest_name: str
     busiest_pct: float | None
     ncpu: int
-
-
-# What a hand-edited record raises in the counter formulas (wrong types, missing keys).
-MALFORMED = (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError)
 
 
 class ProcessSeries:

@@ -9,7 +9,8 @@ wait_ns, slices]`` per OS thread (state and kernel wait channel from /proc/<pid>
 ``wchan``; cumulative ns on a CPU, ns runnable but waiting for a CPU, and timeslices from
 ``schedstat``; the last three are null where the kernel has no schedstat),
 ``sys_cpu_s`` (psutil ``cpu_times``: user, system, idle, iowait, steal... cumulative s),
-``loadavg``, ``disk``/``net`` cumulative bytes, ``connections`` (every ``CONN_EVERY`` ticks),
+``loadavg``, ``disk``/``net`` cumulative bytes, ``connections`` and ``tcp`` ({listening_ports, accepted}:
+connections accepted on the target's listening sockets), every ``CONN_EVERY`` ticks,
 ``children`` (with ``--subprocesses``). Thread names go once per new tid into THREADS.
 """
 from __future__ import annotations
@@ -34,6 +35,16 @@ def _read(path: str) -> str | None:
             return fh.read().strip()
     except OSError:
         return None
+
+
+def accepted_connections(conns: list[Any]) -> dict[str, Any]:
+    """Connections the target accepted on its own listening TCP sockets (psutil joins
+    /proc/<pid>/net/tcp{,6} with the process's socket fds): an outside view of in-flight requests.
+    An idle keep-alive connection counts too: this is an upper bound, cross-checked with spans."""
+    listening = {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
+    accepted = sum(1 for c in conns if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.raddr
+                   and c.laddr.port in listening)
+    return {"listening_ports": sorted(listening)[:16], "accepted": accepted}
 
 
 def thread_state(pid: int, tid: int) -> list[Any]:
@@ -110,9 +121,12 @@ class ProcessCollector(ThreadedCollector):
             rec["threads"] = self._threads(p)
         if self._tick_no % CONN_EVERY == 0:
             try:
-                rec["connections"] = len(p.net_connections(kind="inet"))
+                conns = p.net_connections(kind="tcp")
             except psutil.AccessDenied:
-                pass
+                conns = None
+            if conns is not None:
+                rec["connections"] = len(conns)
+                rec["tcp"] = accepted_connections(conns)
         if self._children:
             rec["children"] = self._read_children(p)
         return rec

@@ -173,6 +173,7 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
     click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else "")
                + f", confidence {v.confidence:.2f}")
     click.echo(v.headline)
+    _echo_account(done.report)
     for st in result.statuses:
         requested = not (st.reason or "").startswith(("not requested", "skipped"))
         if st.state.value != "ok" and requested:
@@ -285,8 +286,16 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
     v = rep.verdict
     click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
     click.echo(v.headline)
+    _echo_account(rep)
     for f in rep.analysis.findings:
         click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
+
+
+def _echo_account(rep) -> None:
+    from diagnose.render.account import account_lines
+
+    for line in account_lines(rep.analysis):
+        click.echo(line)
 
 
 def _echo_document(body: str | bytes) -> None:

@@ -20,6 +20,7 @@ class Quadrant(str, Enum):
     BANDWIDTH = "bandwidth"
     SERVICE = "service"
     IO = "io"
+    NO_LOAD = "no_load"  # the threads mostly wait for work: nothing limits the service now
     UNKNOWN = "unknown"
 
 
@@ -132,13 +133,80 @@ class NotJudged:
         return {"what": self.what, "reason": self.reason}
 
 
+HOST = "host"  # an account term the host imposed (waiting for a core): no quadrant of the target's
+
+
+@dataclass(frozen=True)
+class AccountTerm:
+    """One part of an account: ``share`` (0..1) of the account's time, ``seconds`` of it (thread-,
+    GPU- or request-seconds, the account's ``unit``). ``quadrant`` None: outside the target's
+    quadrants: with no ``layer``, no load (waiting for work); with one, the host held it back
+    (waiting for a core). ``rule_id``: the rule whose finding and remedies explain this term."""
+
+    kind: str
+    label: str
+    share: float
+    seconds: float
+    quadrant: Quadrant | None
+    layer: Layer | None
+    evidence: str
+    rule_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "label": self.label, "share": round(self.share, 4),
+                "seconds": round(self.seconds, 4),
+                "quadrant": self.quadrant.value if self.quadrant else (HOST if self.layer else Quadrant.NO_LOAD.value),
+                "layer": self.layer.value if self.layer else None, "evidence": self.evidence,
+                "rule_id": self.rule_id}
+
+
+@dataclass(frozen=True)
+class Account:
+    """A partition of the time one resource saw (diagnose/account/): ``resource`` is ``threads``
+    (sampled thread-time), ``gpu`` (the kernel window) or ``requests`` (request time). Terms are
+    sorted by share; what they leave of 1 is not attributed."""
+
+    resource: str
+    title: str
+    unit: str
+    total_s: float
+    terms: tuple[AccountTerm, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def not_attributed(self) -> float:
+        return max(0.0, 1.0 - sum(t.share for t in self.terms))
+
+    def shares(self) -> dict[Quadrant, float]:
+        """Share per quadrant; NO_LOAD for waiting for work; host terms count in neither."""
+        out: dict[Quadrant, float] = {}
+        for t in self.terms:
+            if t.quadrant is None and t.layer is not None:
+                continue
+            q = t.quadrant or Quadrant.NO_LOAD
+            out[q] = out.get(q, 0.0) + t.share
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"resource": self.resource, "title": self.title, "unit": self.unit,
+                "total_s": round(self.total_s, 4), "terms": [t.to_json() for t in self.terms],
+                "not_attributed": round(self.not_attributed, 4), "notes": list(self.notes)}
+
+
 @dataclass(frozen=True)
 class Verdict:
+    """``scores``: each judged quadrant's share of the limiting resource's time (the account named
+    by ``account``; they add up to at most 1). ``mixed_with``: a second quadrant within the mixed
+    margin (diagnose/verdict/account.py). ``confidence_reason``: why the confidence is what it is."""
+
     quadrant: Quadrant
     layer: Layer | None
     scores: dict[Quadrant, float]
     confidence: float
     headline: str
+    mixed_with: Quadrant | None = None
+    account: str | None = None
+    confidence_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,6 +215,9 @@ class Verdict:
             "scores": {q.value: round(s, 3) for q, s in self.scores.items()},
             "confidence": round(self.confidence, 3),
             "headline": self.headline,
+            "mixed_with": self.mixed_with.value if self.mixed_with else None,
+            "account": self.account,
+            "confidence_reason": self.confidence_reason,
         }
 
 
@@ -204,10 +275,12 @@ class Analysis:
     threads: tuple[ThreadSummary, ...] = ()
     data_quality: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)  # JSON-ready tables per signal source
+    accounts: tuple[Account, ...] = ()  # where the time went, the limiting resource's first
 
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict.to_json(),
+            "account": [a.to_json() for a in self.accounts],
             "findings": [f.to_json() for f in self.findings],
             "signals": {k: s.to_json() for k, s in sorted(self.signals.items())},
             "not_judged": [n.to_json() for n in self.not_judged],

@@ -14,7 +14,7 @@ Q, L, S = Quadrant, Layer, Severity
 
 _CPU_RULES: tuple[Rule, ...] = (
     Rule(
-        "service.serialization", "Serialization dominates the CPU", Q.SERVICE, L.SYSTEM, S.CRITICAL,
+        "service.serialization", "Serialization dominates the CPU", Q.SERVICE, L.SERVICE, S.CRITICAL,
         (Condition("cpu.category_share_pct[serialization]", ">=", 30.0, 50.0),),
         "{0:.0f}% of active Python thread-time is in serialization (json/pickle/protobuf).",
         ("Replace json with orjson/msgspec, or send protobuf/binary tensors instead of JSON lists",
@@ -120,7 +120,6 @@ _CPU_RULES: tuple[Rule, ...] = (
         "{0:.0f}% of sampled thread-time was waiting for work and the process demanded {1:.1f}% "
         "of a core: there was no load to diagnose.",
         ("Capture again while the service is under representative load",),
-        blocks_verdict=True,
     ),
     Rule(
         "secondary.target_stopped", "The target was stopped", None, L.SYSTEM, S.CRITICAL,

@@ -17,18 +17,21 @@ class Category:
     IO_CPU = "io_cpu"  # in socket/file calls but running: the kernel copies data, nobody is waited on
     IO_MAYBE = "io_maybe"  # generic read/write call: resolved by the kernel reading, never reported
     LOCK_WAIT = "lock_wait"
-    IDLE = "idle"
+    IDLE = "idle"  # waiting for work: sleeping, accept/select with nothing to do
+    HANDOFF = "handoff"  # waiting on another thread: an event, a condition, a queue, a join
     GC = "gc"
     FRAMEWORK_COMPUTE = "framework_compute"
     CUDA_SYNC = "cuda_sync"
     PYTHON = "python"
 
 
-# Categories where a thread is waiting for work rather than doing or waiting on it.
-PARKED = frozenset({Category.IDLE})
+# Categories where a thread is parked (waiting for work, or on another thread) rather than doing
+# or waiting on work itself. The time account (diagnose/account/threads.py) attributes a HANDOFF
+# wait to what the other threads do meanwhile; the signals count both as not active.
+PARKED = frozenset({Category.IDLE, Category.HANDOFF})
 ALL_CATEGORIES = (
     Category.SERIALIZATION, Category.TOKENIZATION, Category.IO_WAIT, Category.IO_CPU, Category.LOCK_WAIT,
-    Category.GC, Category.FRAMEWORK_COMPUTE, Category.CUDA_SYNC, Category.PYTHON, Category.IDLE,
+    Category.GC, Category.FRAMEWORK_COMPUTE, Category.CUDA_SYNC, Category.PYTHON, Category.IDLE, Category.HANDOFF,
 )
 
 
@@ -48,9 +51,11 @@ FRAME_CATALOG: tuple[FramePattern, ...] = (
     FramePattern(C.IDLE, source=r"\b(time\.)?sleep\(", leaf_only=True),
     FramePattern(C.IDLE, function=r"^(BaseSelector|\w*Selector)\.select$", file=r"selectors\.py$", leaf_only=True),
     FramePattern(C.IDLE, function=r"(^|\.)(serve_forever|_run_once|accept)$", leaf_only=True),
-    FramePattern(C.IDLE, function=r"^Thread\.(join|_wait_for_tstate_lock)$", leaf_only=True),
-    FramePattern(C.IDLE, function=r"^(Event\.wait|Condition\.wait|Queue\.get|SimpleQueue\.get)$", leaf_only=True),
     FramePattern(C.IDLE, function=r"^(_worker|worker)$", file=r"concurrent/futures/thread\.py$", leaf_only=True),
+    # Waiting on another thread: its result, its lock-free handoff, its end.
+    FramePattern(C.HANDOFF, function=r"^Thread\.(join|_wait_for_tstate_lock)$", leaf_only=True),
+    FramePattern(C.HANDOFF, function=r"^(Event\.wait|Condition\.wait|Queue\.get|SimpleQueue\.get|Future\.result)$",
+                 leaf_only=True),
     # A keep-alive server thread reading the next request line waits for its client, not on IO.
     FramePattern(C.IDLE, function=r"(readinto|readline|recv_into|recv)$", parent=r"handle_one_request$", leaf_only=True),
     # Blocked on a socket, pipe or file.
@@ -78,6 +83,16 @@ FRAME_CATALOG: tuple[FramePattern, ...] = (
     FramePattern(C.FRAMEWORK_COMPUTE, file=r"(^|/)(torch|numpy|scipy|sklearn|onnxruntime|tensorflow|jax|jaxlib|xgboost|lightgbm|transformers/models|vllm|tensorrt)/"),
     FramePattern(C.FRAMEWORK_COMPUTE, source=r"\b(torch|np|numpy|F|nn\.functional|scipy)\.\w+|\w\s*@\s*\w|\.(mm|bmm|matmul|conv\dd|forward|einsum|dot)\(|\bmodel\(",
                  leaf_only=True),
+)
+
+# A HANDOFF wait inside one of these frames is a pool or server thread waiting for its next work
+# item, not for another thread's result: the account counts it as waiting for work (regex on
+# "function (file)", re.search, any frame of the stack).
+WORK_LOOPS: tuple[str, ...] = (
+    r"^_worker \(.*concurrent/futures/thread\.py\)$",
+    r"^WorkerThread\.run \(.*anyio/",
+    r"^(serve_forever|process_request_thread) \(.*socketserver\.py\)$",
+    r"^(run_forever|_run_once) \(.*asyncio/",
 )
 
 # Kernel wait channels (/proc/<pid>/task/<tid>/wchan) of a sleeping thread -> what it waits on.

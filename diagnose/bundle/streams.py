@@ -97,6 +97,7 @@ class ProcessRecord(_ProcessRecordRequired, total=False):
     io_write_bytes: int
     threads: list[ThreadRow]
     connections: int  # every CONN_EVERY readings
+    tcp: dict[str, Any]  # every CONN_EVERY readings: listening_ports, accepted (connections on them)
     children: list[dict[str, Any]]  # with --subprocesses: pid, name, cpu_user_s, cpu_system_s, ...
     sys_cpu_s: dict[str, float]  # host psutil cpu_times: user, nice, system, idle, iowait, steal, guest...
     ncpu: int

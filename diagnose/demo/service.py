@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
-IN, HIDDEN, OUT = 256, 512, 10
+IN, HIDDEN, OUT = 256, 128, 10
 
 
 class Model:

@@ -138,6 +138,14 @@ _CPU: tuple[SignalSpec, ...] = (
     _cpu("threads.blocked_lock_share_pct", "%", H,
          f"{PROC} /proc/<pid>/task/*/stat state + wchan: share of work-in-progress readings blocked on a lock/futex"),
     _cpu("threads.stopped_share_pct", "%", H, f"{PROC} /proc/<pid>/task/*/stat state T/t: readings stopped or traced"),
+    _cpu("cpu.model_workers", "threads", N, f"{PYSPY}: threads with at least half of their samples in framework "
+         "compute (torch/numpy): the model workers"),
+    _cpu("tcp.in_flight_per_model_worker", "x", H, f"{PROC} accepted TCP connections per model-worker thread "
+         "({PYSPY}): how many requests each worker has in front of it"),
+    _cpu("tcp.in_flight_mean", "connections", N, f"{PROC} net_connections: mean connections accepted on the "
+         "target's listening TCP sockets (in-flight requests from outside; idle keep-alive ones count)"),
+    _cpu("tcp.in_flight_max", "connections", N, f"{PROC} net_connections: most connections accepted on the "
+         "target's listening TCP sockets at one reading"),
     _cpu("sys.cpu_util_pct", "%", H, f"{PROC} psutil host cpu_times: host CPU busy (not idle, iowait or steal)"),
     _cpu("sys.iowait_pct", "%", H, f"{PROC} psutil host cpu_times: host iowait share"),
     _cpu("sys.steal_pct", "%", H, f"{PROC} psutil host cpu_times: steal share (hypervisor took the CPU)"),
@@ -223,6 +231,8 @@ _TIMELINE_HOST: tuple[SignalSpec, ...] = (
     _tl("torch.h2d_pageable_pct", "%", H, f"{TORCH}: Memcpy HtoD from pageable host memory, {_WINDOW}"),
     _tl("torch.d2h_pageable_copies", "copies", H,
         f"{TORCH}: Memcpy DtoH into pageable host memory (each blocks the host)"),
+    _tl("torch.model_batch_p50", "items", L, f"{TORCH}: median leading dimension of input 0 of matmul/linear/conv "
+        "ops (record_shapes): the batch the model ran"),
     _tl("torch.step_time_p50_ms", "ms", H, f"{TORCH}: P50 of ProfilerStep#N durations"),
     _tl("torch.dataloader_share_pct", "%", H,
         f"{TORCH}: DataLoader annotations inside ProfilerSteps, share of step time"),

@@ -153,6 +153,29 @@ def stack_signals(profile: StackProfile, reason: str) -> dict[str, Signal]:
     return out
 
 
+MODEL_WORKER_SHARE = 0.5  # a thread in framework compute this share of its sampled time is a model worker
+
+
+def worker_signals(profile: StackProfile, in_flight: Signal | None, reason: str) -> dict[str, Signal]:
+    """Threads doing model work, and in-flight connections per such thread (queueing seen from outside)."""
+    names = ("cpu.model_workers", "tcp.in_flight_per_model_worker")
+    if profile.sampled_s <= 0:
+        return {names[0]: missing(names[0], "threads", PYSPY_SRC, reason),
+                names[1]: missing(names[1], "x", PYSPY_SRC, reason)}
+    workers = sum(1 for tid, cats in profile.thread_category.items()
+                  if cats.get(Category.FRAMEWORK_COMPUTE, 0.0) >= MODEL_WORKER_SHARE * profile.by_thread[tid] > 0)
+    out = {names[0]: Signal(names[0], float(workers), "threads",
+                            PYSPY_SRC + f", threads >= {MODEL_WORKER_SHARE:.0%} of their samples in framework compute")}
+    if in_flight is None or in_flight.value is None:
+        out[names[1]] = missing(names[1], "x", PYSPY_SRC, in_flight.reason if in_flight else "no TCP readings")
+    elif not workers:
+        out[names[1]] = missing(names[1], "x", PYSPY_SRC, "no thread spent most of its samples in model work")
+    else:
+        out[names[1]] = Signal(names[1], in_flight.value / workers, "x",
+                               "process collector accepted TCP connections / py-spy model-worker threads")
+    return out
+
+
 def pyspy_quality(windows: list[dict[str, Any]], bad: int) -> dict[str, Any]:
     samples = sum(int(w.get("samples", 0)) for w in windows)
     errors = sum(int(w.get("errors", 0)) for w in windows)
@@ -233,6 +256,7 @@ def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     python_tids = set(profile.by_thread) if profile.sampled_s > 0 else None
     signals.update(process_signals(proc, collector_reason(bundle, "process"), python_tids,
                                    timeline.parked_at))
+    signals.update(worker_signals(profile, signals.get("tcp.in_flight_mean"), collector_reason(bundle, "pyspy")))
     quality = pyspy_quality(windows, bad)
     quality["process_records"] = len(proc_records)
     return SourceResult(signals, quality, threads=thread_table(profile, proc),

@@ -142,7 +142,7 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
                      ("torch.op_idle_gap_share", "%"), ("kernels.intensity_to_ridge_ratio", "x"),
                      ("torch.sync_blocked_pct", "%"), ("torch.d2h_pageable_copies", "copies"),
                      ("torch.h2d_pageable_pct", "%"), ("torch.training_ops_pct", "%"),
-                     ("kernels.fp32_flops_pct", "%")):
+                     ("kernels.fp32_flops_pct", "%"), ("torch.model_batch_p50", "items")):
             out[n] = missing(n, u, SRC, reason)
         return out
     blocked = [r.tables["syncs"]["host_blocked_pct"] for r in reports
@@ -173,6 +173,12 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
               if tr else missing(n, "%", SRC, "the trace has no host events"))
     out.update(_roofline_signals(reports))
     out.update(_torch_op_signals(reports))
+    batches = [r.tables["model_batch"] for r in reports if r.tables.get("model_batch", {}).get("p50") is not None]
+    n = "torch.model_batch_p50"
+    out[n] = (Signal(n, max(b["p50"] for b in batches), "items", SRC + ", leading dimension of input 0 of "
+                     "matmul/linear/conv ops (Input Dims), median over op calls")
+              if batches else missing(n, "items", SRC, "no matmul/linear/conv op with recorded input shapes "
+                                      "(profile with record_shapes=True)"))
     return out
 
 

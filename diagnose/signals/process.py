@@ -36,6 +36,7 @@ class ProcessSummary:
     io_write_bytes: float | None
     rss_max_bytes: float
     connections_max: int | None
+    tcp_accepted: tuple[int, ...] = ()  # per connections reading: accepted connections on listening ports
     children_cpu_s: float | None = None  # with --subprocesses: CPU of all descendants over the capture
 
 
@@ -57,6 +58,8 @@ def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> Pro
         io_write_bytes=_diff(first, last, "io_write_bytes"),
         rss_max_bytes=max(r.get("rss_bytes", 0) for r in records),
         connections_max=max(conns) if conns else None,
+        tcp_accepted=tuple(int(r["tcp"]["accepted"]) for r in records
+                           if isinstance(r.get("tcp"), dict) and isinstance(r["tcp"].get("accepted"), int)),
         children_cpu_s=_children_cpu(records),
     )
 
@@ -95,7 +98,21 @@ def process_signals(s: ProcessSummary | None, reason: str, python_tids: set[int]
     out.update(_demand_signals(s, python_tids))
     out.update(_wait_signals(s, parked_at))
     out.update(_host_signals(s))
+    out.update(tcp_signals(s))
     return out
+
+
+def tcp_signals(s: ProcessSummary) -> dict[str, Signal]:
+    """In-flight requests seen from outside: connections accepted on the target's listening TCP
+    sockets (psutil over /proc/<pid>/net/tcp{,6} x the process's fds), ~1 Hz. An idle keep-alive
+    connection counts as well, so this bounds in-flight from above."""
+    src = SRC + " net_connections: ESTABLISHED on a LISTEN port, ~1 Hz)"
+    names = ("tcp.in_flight_mean", "tcp.in_flight_max")
+    if not s.tcp_accepted:
+        why = "no TCP connection readings (older bundle, or psutil may not list the target's sockets)"
+        return {n: missing(n, "connections", src, why) for n in names}
+    return {names[0]: Signal(names[0], sum(s.tcp_accepted) / len(s.tcp_accepted), "connections", src),
+            names[1]: Signal(names[1], float(max(s.tcp_accepted)), "connections", src)}
 
 
 def _pct(part: float, whole: float) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.traces.flops import FLOP_OPS, op_flops_bytes
-from diagnose.traces.op_args import precision_code
+from diagnose.traces.op_args import batch_dim, precision_code
 from diagnose.traces.schema import (
     CAT_CODE,
     CAT_CPU_OP,
@@ -158,7 +158,7 @@ class ColumnBuilder:
             "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
             **{col: (list(map(attrgetter(attr), arg_col)) if typed else [a.get(key, default) for a in arg_col])
                for col, key, attr, default in _ARG_COLUMNS},
-            "flops": [_NAN] * len(cats), "precision": [0] * len(cats),
+            "flops": [_NAN] * len(cats), "precision": [0] * len(cats), "batch": [-1] * len(cats),
         }
         with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
         ops = {i for i, n in enumerate(nids) if n in with_formula}
@@ -173,6 +173,7 @@ class ColumnBuilder:
                 continue
             rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], op)
             rows["precision"][i] = precision_code(op)
+            rows["batch"][i] = batch_dim(self.labels[nids[i]], op)
         self.store.append(_validated_events(rows, self.counts))
 
     def _name_ids(self, raw: list[Any]) -> list[int]:

@@ -8,6 +8,7 @@ lack ``Concrete Inputs``; every accessor then answers None.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,4 +118,17 @@ class OpArgs:
         return float(total)
 
 
-__all__ = ["DTYPE_BYTES", "OpArgs", "PRECISIONS", "numel", "precision_code"]
+# Ops whose first input's leading dimension is the batch the model ran (rows of a linear layer's
+# input, images of a convolution). For a flattened [tokens, features] input it counts tokens.
+BATCHED_OPS = re.compile(r"^aten::(linear|addmm|mm|matmul|bmm|baddbmm|conv\dd|convolution|_convolution)$")
+
+
+def batch_dim(name: str, args: dict[str, Any]) -> int:
+    """Leading dimension of input 0 of a matmul/linear/conv op with a rank >= 2 input, else -1."""
+    if not BATCHED_OPS.match(name):
+        return -1
+    shape = OpArgs.of(args).shape(0)
+    return int(shape[0]) if shape and len(shape) >= 2 and isinstance(shape[0], int) and shape[0] >= 0 else -1
+
+
+__all__ = ["BATCHED_OPS", "DTYPE_BYTES", "OpArgs", "PRECISIONS", "batch_dim", "numel", "precision_code"]

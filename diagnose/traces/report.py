@@ -90,6 +90,16 @@ class TraceReport:
         }
 
 
+def model_batch(view: TraceView) -> dict[str, Any]:
+    """The batch the model ran: leading dimension of input 0 of its matmul/linear/conv ops
+    (``batch`` column; needs ``record_shapes=True``). ``p50``/``max`` over op calls, None without."""
+    b = view.cpu["batch"]
+    b = b[b >= 0]
+    if not len(b):
+        return {"ops": 0, "p50": None, "max": None}
+    return {"ops": int(len(b)), "p50": float(np.median(b)), "max": int(b.max())}
+
+
 def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
                   options: TimelineOptions = TimelineOptions()) -> TraceReport:
     """All analyzers over one trace. Pure: no I/O."""
@@ -116,6 +126,7 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
         "gaps": gap_rows(view, ig),
         "host_in_gaps": host_during_gaps(view, ig),
         "host_op_coverage_in_gaps_pct": host_op_coverage_pct(view, ig),
+        "model_batch": model_batch(view),
     }
     return TraceReport(trace.path, trace.meta, trace.report, len(view.gpu), temporal,
                        temporal_breakdown(view, window, rounded=True),

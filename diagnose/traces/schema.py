@@ -24,6 +24,7 @@ EVENT_COLUMNS = {
     "dur": np.float64, "correlation": np.int64, "external_id": np.int64, "stream": np.int64,
     "device": np.int64, "flops": np.float64, "bytes": np.float64,
     "precision": np.int8,  # op_args.PRECISIONS index, ops with FLOPs only
+    "batch": np.int64,  # leading dimension of input 0 of matmul/linear/conv ops (rank >= 2), else -1
 }
 FLOW_COLUMNS = {"id": np.int64, "phase": np.int8, "kind": np.int8, "pid": np.int64, "tid": np.int64,
                 "ts": np.float64}

@@ -29,7 +29,7 @@ PARTITIONS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "gpu": ((CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_SYNC),
             _TIMES + ("cat", "stream", "device", "correlation", "bytes")),
     "runtime": ((CAT_RUNTIME, CAT_DRIVER), _TIMES + ("correlation", "external_id")),
-    "cpu": ((CAT_CPU_OP, CAT_USER_ANNOTATION), _TIMES + ("cat", "external_id", "flops", "bytes", "precision")),
+    "cpu": ((CAT_CPU_OP, CAT_USER_ANNOTATION), _TIMES + ("cat", "external_id", "flops", "bytes", "precision", "batch")),
 }
 GROWTH = 1.5
 MIN_CAPACITY = 4096

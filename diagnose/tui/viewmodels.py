@@ -110,6 +110,7 @@ class ResultsVM:
     title: str
     capture: str
     verdict: VerdictVM
+    account: TableVM  # where the time went: the limiting account's terms
     findings: tuple[FindingVM, ...]
     stacks: tuple[StackNodeVM, ...]
     stacks_note: str

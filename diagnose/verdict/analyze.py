@@ -1,12 +1,14 @@
 """analyze(Bundle) -> Analysis: signals -> rules -> findings -> verdict. Pure apart from reading the bundle."""
 from __future__ import annotations
 
+from diagnose.account import build_accounts
 from diagnose.bundle import Bundle
 from diagnose.model import Analysis, NotJudged, Signal
 from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
 from diagnose.signals.catalog import spec_for
-from diagnose.verdict.evaluate import apply_overrides, decide, evaluate
+from diagnose.verdict.account import decide
+from diagnose.verdict.evaluate import apply_overrides, evaluate
 from diagnose.verdict.overrides import split_overrides
 
 POOR_SAMPLING_ERROR_RATIO = 0.1
@@ -28,9 +30,13 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     findings, not_judged = evaluate(active_rules, ex.signals)
     quality = _quality_factor(ex.data_quality)
     not_judged = [n for n in not_judged if not _explained_by_coverage(n)]
-    not_judged.extend(_coverage_gaps(ex.signals))
+    gaps = _coverage_gaps(ex.signals)
+    not_judged.extend(gaps)
+    accounts = build_accounts(bundle, ex)
+    missing = [SOURCE_OF_GAP[g.what] for g in gaps if g.what in SOURCE_OF_GAP]
     return Analysis(
-        verdict=decide(findings, quality),
+        verdict=decide(accounts, findings, quality, ex.data_quality, missing),
+        accounts=accounts,
         findings=tuple(findings),
         signals=ex.signals,
         not_judged=tuple(not_judged),
@@ -39,6 +45,14 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
         data_quality=ex.data_quality,
         details=ex.details,
     )
+
+
+# What each coverage gap means for the confidence line (the source that was missing).
+SOURCE_OF_GAP = {
+    "compute vs bandwidth on the GPU": "GPU counters",
+    "GPU idle time, kernel mix and what the GPU waits for (kernel timeline)": "kernel timeline",
+    "request latency (P50/P99), QPS, stage breakdown": "stage spans",
+}
 
 
 def _explained_by_coverage(n: NotJudged) -> bool:

@@ -74,13 +74,19 @@ def test_torn_last_line_is_skipped_and_counted(tmp_path):
     assert a.verdict.quadrant == Quadrant.SERVICE
 
 
-def test_threshold_override_changes_the_verdict():
+def test_threshold_override_changes_the_findings_not_the_account():
+    """Thresholds decide which rules fire (findings and remedies); the quadrant is read from the
+    time account, which thresholds do not move."""
     bundle = Bundle.open(REPO / "fixtures" / "cpu" / "service-json")
     overrides = {"service.serialization:cpu.category_share_pct[serialization]": 101.0,
                  "service.gil_bound:cpu.python_busy_pct": 101.0,
                  "service.python_overhead:cpu.category_share_pct[python]": 101.0}
-    a = analyze(bundle, overrides)
-    assert a.verdict.quadrant != Quadrant.SERVICE
+    default, a = analyze(bundle), analyze(bundle, overrides)
+    assert "service.serialization" in {f.rule_id for f in default.findings}
+    assert "service.serialization" not in {f.rule_id for f in a.findings}
+    assert a.verdict.quadrant == default.verdict.quadrant == Quadrant.SERVICE
+    assert a.verdict.headline != default.verdict.headline  # the lead rule's summary is gone
+    assert a.data_quality["threshold_overrides"] == overrides
     from diagnose.verdict.evaluate import ThresholdError
 
     with pytest.raises(ThresholdError):

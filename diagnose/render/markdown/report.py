@@ -40,7 +40,7 @@ class MarkdownRenderer(Renderer):
     def render(self, report: Report) -> str:
         analysis, manifest = report.analysis, report.manifest
         lines: list[str] = []
-        for section in (self._head, self._findings, self._timeline, self._gpus, self._stacks,
+        for section in (self._head, self._account, self._findings, self._timeline, self._gpus, self._stacks,
                         self._threads, self._signals, self._not_judged, self._collectors):
             lines += section(analysis, manifest)
         return "\n".join(lines).rstrip() + "\n"
@@ -62,10 +62,14 @@ class MarkdownRenderer(Renderer):
             "",
             f"**Verdict: {v.quadrant.value}-bound**"
             + (f" · act on the **{v.layer.value}** layer first" if v.layer else "")
-            + f" · confidence {v.confidence:.2f}" if v.quadrant.value != "unknown"
-            else "**Verdict: unknown** (no bottleneck signature crossed its threshold)",
+            + (f" · with **{v.mixed_with.value}**" if v.mixed_with else "")
+            + f" · confidence {v.confidence:.2f}" if v.quadrant.value not in ("unknown", "no_load")
+            else ("**Verdict: no load** (nothing limits this service now)" if v.quadrant.value == "no_load"
+                  else "**Verdict: unknown** (nothing in this capture accounts for time)"),
             "",
             f"> {v.headline}",
+            "",
+            f"Confidence {v.confidence:.2f}: {v.confidence_reason}." if v.confidence_reason else "",
             "",
             when,
             "",
@@ -73,6 +77,17 @@ class MarkdownRenderer(Renderer):
             "",
         ]
         return out + _table(["quadrant", "score"], [[q.value, f"{s:.2f}"] for q, s in v.scores.items()])
+
+    def _account(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+        from diagnose.render.account import MIN_SHARE, account_rows
+
+        rows = account_rows(a)
+        if not rows:
+            return ["## Where the time went", "", "No source in this capture accounts for time.", ""]
+        return ["## Where the time went", "", f"Terms of at least {MIN_SHARE:.0%} of their account; the "
+                "first account is the limiting resource's.", ""] + _table(
+            ["account", "term", "share", "quadrant", "layer", "evidence"],
+            [[r.account, r.term, f"{r.share_pct:.0f}%", r.quadrant, r.layer, r.evidence] for r in rows])
 
     def _findings(self, a: Analysis, m: dict[str, Any]) -> list[str]:
         out = ["## Findings", ""]

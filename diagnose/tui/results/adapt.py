@@ -33,7 +33,7 @@ FAMILY_ORDER = ("spans.", "llm.", "kernels.", "gpu.", "torch.", "cpu.")
 LATENCY_PREFIXES = ("spans.", "llm.")
 _PERCENTILE = re.compile(r"\.p(\d+)_ms$")
 # verdict.decide() writes "<quadrant>-bound: act on the <layer> layer first (plan: ...). <lead>"
-_HEADLINE_PREFIX = re.compile(r"^\w+-bound: act on the \w+ layer first \(plan: [^)]*\)\.\s*")
+_HEADLINE_PREFIX = re.compile(r"^\w+-bound(, with [^:]*)?: act on the \w+ layer first \(plan: [^)]*\)\.\s*")
 MAX_DETAIL_ROWS = 200
 
 
@@ -220,6 +220,7 @@ def results_view(a: Analysis, manifest: dict[str, Any], bundle_name: str) -> Res
         title=title_line(manifest, bundle_name),
         capture=capture_line(manifest, a.data_quality),
         verdict=verdict_vm(a.verdict),
+        account=account_table(a),
         findings=sorted_findings(a.findings, window),
         stacks=stack_tree(a.top_stacks),
         stacks_note=("top stacks by share of sampled non-idle thread-time (py-spy)" if a.top_stacks
@@ -236,6 +237,17 @@ def results_view(a: Analysis, manifest: dict[str, Any], bundle_name: str) -> Res
     )
 
 
+def account_table(a: Analysis) -> TableVM:
+    """Where the time went: the limiting account's terms of at least 5% (render/account.py)."""
+    from diagnose.render.account import account_rows
+
+    rows = account_rows(a, limiting_only=True)
+    title = f"Where the time went ({a.accounts[0].title})" if a.accounts else "Where the time went"
+    return TableVM(title, ("share", "quadrant", "layer", "term"),
+                   tuple((f"{r.share_pct:.0f}%", r.quadrant, r.layer, r.term) for r in rows),
+                   "no source in this capture accounts for time")
+
+
 def _collector_note(manifest: dict[str, Any], name: str) -> str:
     for c in manifest.get("collectors", []):
         if c.get("name") == name:
@@ -243,5 +255,5 @@ def _collector_note(manifest: dict[str, Any], name: str) -> str:
     return f"collector {name} did not run"
 
 
-__all__ = ["results_view", "verdict_vm", "stack_tree", "bar_groups", "latency_table",
+__all__ = ["account_table", "results_view", "verdict_vm", "stack_tree", "bar_groups", "latency_table",
            "table_from_rows", "capture_window", "Quadrant"]

@@ -57,6 +57,7 @@ class ResultsScreen(Screen):
             yield self.verdict_text
         with TabbedContent(id="tabs"):
             with TabPane("Findings", id="tab-findings"):
+                yield TableView(vm.account, id="account")
                 with Container(id="findings-split"):
                     yield self.findings
                     yield self.evidence

@@ -1,0 +1,53 @@
+""""Where the time went": the account's rows as every renderer shows them (pure)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.model import Account, Analysis
+
+MIN_SHARE = 0.05  # terms below 5% of their account are left out of the table (always in JSON)
+
+
+@dataclass(frozen=True)
+class AccountRow:
+    account: str  # the account's title
+    term: str
+    share_pct: float
+    quadrant: str  # "no load" for waiting for work
+    layer: str
+    evidence: str
+
+
+def account_rows(a: Analysis, min_share: float = MIN_SHARE, limiting_only: bool = False) -> list[AccountRow]:
+    """One row per term of at least ``min_share``, the limiting account first, then "not attributed"."""
+    rows: list[AccountRow] = []
+    for acc in a.accounts[:1] if limiting_only else a.accounts:
+        rows += _rows(acc, min_share)
+    return rows
+
+
+def _rows(acc: Account, min_share: float) -> list[AccountRow]:
+    out = [AccountRow(acc.title, t.label, 100.0 * t.share,
+                      t.quadrant.value if t.quadrant else ("host" if t.layer else "no load"),
+                      t.layer.value if t.layer else "-", t.evidence)
+           for t in acc.terms if t.share >= min_share]
+    if acc.not_attributed >= min_share:
+        out.append(AccountRow(acc.title, "not attributed", 100.0 * acc.not_attributed, "-", "-",
+                              "; ".join(acc.notes) or "time no term accounts for"))
+    return out
+
+
+__all__ = ["AccountRow", "MIN_SHARE", "account_rows"]
+
+
+def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
+    """The limiting account as plain text lines, for the terminal (``analyze``, ``attach``)."""
+    if not a.accounts:
+        return ["where the time went: no source in this capture accounts for time"]
+    acc = a.accounts[0]
+    out = [f"where the time went ({acc.title}, {acc.total_s:.2f} {acc.unit}):"]
+    for r in _rows(acc, min_share):
+        out.append(f"  {r.share_pct:4.0f}%  {r.quadrant:<10} {r.layer:<8} {r.term}")
+    if a.verdict.confidence_reason:
+        out.append(f"confidence {a.verdict.confidence:.2f}: {a.verdict.confidence_reason}")
+    return out

@@ -1,0 +1,123 @@
+"""accounts -> Verdict: the quadrant that holds the largest share of the limiting resource's time.
+
+Scores are the quadrants' shares of the first account (build_accounts puts the limiting resource
+first); what the terms leave of 1 is "not attributed". A second quadrant holding at least
+MIXED_RATIO of the first one's share (and MIXED_MIN_SHARE of the time) makes a mixed verdict.
+"unknown" only when nothing captured accounts for time (or a finding such as "the target was
+stopped" blocks a verdict); "no load" when the threads mostly waited for work; a target that
+waited for cores clearly longer than it ran (STARVED_RATIO) is starved by its host (system layer), never GIL-bound.
+"""
+from __future__ import annotations
+
+from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, Quadrant, Verdict
+from diagnose.rules import LAYER_PLAN
+
+from ..account.kinds import ON_CPU
+
+MIXED_RATIO = 0.75
+MIXED_MIN_SHARE = 0.15
+NO_LOAD_MIN_SHARE = 0.8  # waiting for work at least this share of thread-time: no load
+STARVED_MIN_SHARE = 0.2
+STARVED_RATIO = 1.25  # waited for a core this many times as long as it ran: clearly more, not noise
+MIN_CONFIDENT_SAMPLES = 200
+NAMES = {"threads": "thread-time", "gpu": "GPU time", "requests": "request time", "torch_ops": "profiled host time"}
+
+
+def _scores(acc: Account) -> dict[Quadrant, float]:
+    shares = acc.shares()
+    return {q: shares.get(q, 0.0) for q in JUDGED_QUADRANTS}
+
+
+def _lead(acc: Account, q: Quadrant) -> AccountTerm:
+    return max((t for t in acc.terms if t.quadrant == q), key=lambda t: t.share)
+
+
+def _finding(findings: list[Finding], term: AccountTerm) -> Finding | None:
+    return next((f for f in findings if f.rule_id == term.rule_id), None)
+
+
+def confidence(acc: Account, top: float, second: float, quality: float,
+               dq: dict, missing: list[str]) -> tuple[float, str]:
+    """Confidence 0..1 and the one line that explains it."""
+    attributed = 1.0 - acc.not_attributed
+    margin = (top - second) / top if top > 0 else 0.0
+    value = max(0.05, min(0.95, quality * attributed * (0.5 + 0.5 * margin)))
+    parts = [f"the {NAMES.get(acc.resource, acc.resource)} account attributes {attributed:.0%} of "
+             f"{acc.total_s:.2f} {acc.unit}", f"the lead holds {top:.0%} against {second:.0%} for the next"]
+    samples = dq.get("pyspy_samples")
+    if samples is not None:
+        parts.append(f"{samples} py-spy samples" + (" (few)" if samples < MIN_CONFIDENT_SAMPLES else ""))
+    if missing:
+        parts.append("no " + ", no ".join(missing))
+    return value, "; ".join(parts)
+
+
+def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: float = 1.0,
+           dq: dict | None = None, missing: list[str] | None = None) -> Verdict:
+    dq, missing = dq or {}, missing or []
+    empty = {q: 0.0 for q in JUDGED_QUADRANTS}
+    veto = next((f for f in findings if f.blocks_verdict), None)
+    if veto is not None:
+        return Verdict(Quadrant.UNKNOWN, None, empty, 0.0, f"No verdict: {veto.summary}",
+                       confidence_reason="a finding blocks the verdict")
+    if not accounts:
+        return Verdict(Quadrant.UNKNOWN, None, empty, 0.0,
+                       "No verdict: nothing in this capture accounts for time (no py-spy stacks, kernel "
+                       "timeline or request spans; see what could not be judged).",
+                       confidence_reason="no source accounts for time" + (f": no {', no '.join(missing)}"
+                                                                          if missing else ""))
+    acc = accounts[0]
+    scores = _scores(acc)
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    (q1, s1), (q2, s2) = ranked[0], ranked[1]
+    conf, why = confidence(acc, s1, s2, quality, dq, missing)
+    special = _starved(acc, scores, conf, why) or _no_load(acc, scores, conf, why)
+    if special is not None:
+        return special
+    if s1 <= 0:
+        return Verdict(Quadrant.UNKNOWN, None, scores, 0.0,
+                       f"No verdict: the {NAMES.get(acc.resource)} account attributes no time to a quadrant.",
+                       account=acc.resource, confidence_reason=why)
+    lead = _lead(acc, q1)
+    mixed = q2 if s2 > 0 and s2 >= MIXED_RATIO * s1 and s2 >= MIXED_MIN_SHARE else None
+    plan = _plan(q1, lead.layer)
+    title = f"{q1.value}-bound" + (f", with {mixed.value} ({_lead(acc, mixed).label.replace(':', ' -')})"
+                                   if mixed else "")
+    f = _finding(findings, lead)
+    headline = (f"{title}: act on the {lead.layer.value if lead.layer else 'service'} layer first (plan: {plan}). "
+                f"{lead.label[0].upper() + lead.label[1:]}: {lead.share:.0%} of the "
+                f"{NAMES.get(acc.resource, acc.resource)}." + (f" {f.summary}" if f is not None and f.quadrant else ""))
+    return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why)
+
+
+def _plan(q: Quadrant, first: Layer | None) -> str:
+    """The quadrant's layer plan (rules.LAYER_PLAN), starting with the lead term's layer."""
+    layers = ((first,) if first else ()) + tuple(x for x in LAYER_PLAN[q] if x != first)
+    return " -> ".join(x.value for x in layers)
+
+
+def _starved(acc: Account, scores: dict[Quadrant, float], conf: float, why: str) -> Verdict | None:
+    if acc.resource != "threads":
+        return None
+    core = sum(t.share for t in acc.terms if t.kind == "wait.core")
+    ran = sum(t.share for t in acc.terms if t.kind in ON_CPU)
+    if core < STARVED_MIN_SHARE or core < STARVED_RATIO * ran:
+        return None
+    return Verdict(Quadrant.COMPUTE, Layer.SYSTEM, scores, conf,
+                   f"compute-bound: act on the system layer first (plan: system -> service). Starved by its host: "
+                   f"the target's threads waited for a CPU core {core:.0%} of their sampled time and ran "
+                   f"{ran:.0%}: other processes (or a CPU quota) hold it back; more worker processes would make it "
+                   f"worse. Give it dedicated cores or a larger quota, then measure again.",
+                   None, acc.resource, why)
+
+
+def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str) -> Verdict | None:
+    idle = acc.shares().get(Quadrant.NO_LOAD, 0.0)
+    if acc.resource != "threads" or idle < NO_LOAD_MIN_SHARE:
+        return None
+    return Verdict(Quadrant.NO_LOAD, None, scores, conf,
+                   f"no load: nothing limits this service now. Its threads waited for work {idle:.0%} of their "
+                   "sampled time; capture again under representative load.", None, acc.resource, why)
+
+
+__all__ = ["decide"]

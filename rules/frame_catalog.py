@@ -85,15 +85,14 @@ FRAME_CATALOG: tuple[FramePattern, ...] = (
                  leaf_only=True),
 )
 
-# A HANDOFF wait inside one of these frames is a pool or server thread waiting for its next work
-# item, not for another thread's result: the account counts it as waiting for work (regex on
-# "function (file)", re.search, any frame of the stack).
+# A HANDOFF wait directly under one of these frames (only threading/queue internals between) is a
+# pool thread waiting for its next work item, not for another thread's result: the account counts
+# it as waiting for work. Regex (re.search) on "function (file)".
 WORK_LOOPS: tuple[str, ...] = (
     r"^_worker \(.*concurrent/futures/thread\.py\)$",
     r"^WorkerThread\.run \(.*anyio/",
-    r"^(serve_forever|process_request_thread) \(.*socketserver\.py\)$",
-    r"^(run_forever|_run_once) \(.*asyncio/",
 )
+SYNC_INTERNALS = r"(^|/)(threading|queue)\.py$"  # frames of the wait itself (Queue.get -> Condition.wait)
 
 # Kernel wait channels (/proc/<pid>/task/<tid>/wchan) of a sleeping thread -> what it waits on.
 WAIT_CHANNELS: tuple[tuple[str, str], ...] = (

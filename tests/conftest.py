@@ -27,6 +27,7 @@ def start_workload(name: str, *args: str, env: dict | None = None) -> subprocess
         proc.kill()
         raise RuntimeError(f"workload {name} did not start: {line!r} {proc.stderr.read()[-500:]}")
     time.sleep(0.3)
+    proc.ready_line = line.strip()  # type: ignore[attr-defined]  # e.g. "READY <port>"
     return proc
 
 

@@ -6,19 +6,52 @@ show it busy most of the time, else the target's threads, else its requests, els
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from diagnose.bundle import Bundle
-from diagnose.model import Account
+from diagnose.bundle.errors import MALFORMED
+from diagnose.model import Account, Signal
 from diagnose.signals import Extracted
 
 from .gpu import gpu_account, gpu_counters_account, torch_cpu_account
 from .requests import request_account
 from .threads import thread_account
 
+SOURCES: tuple[tuple[str, Callable[[Bundle, Extracted], Account | None]], ...] = (
+    ("gpu", lambda b, ex: gpu_account(ex.signals, ex.details)
+     or gpu_counters_account(ex.signals, ex.data_quality.get("capture_s"))),
+    ("threads", lambda b, ex: thread_account(b, ex.signals)),
+    ("requests", lambda b, ex: request_account(ex.signals, ex.details)),
+    ("torch_ops", lambda b, ex: torch_cpu_account(ex.signals, ex.details)),
+)
+
+
 def build_accounts(bundle: Bundle, ex: Extracted) -> tuple[Account, ...]:
-    found = (gpu_account(ex.signals, ex.details) or gpu_counters_account(ex.signals, ex.data_quality.get("capture_s")),
-             thread_account(bundle, ex.signals),
-             request_account(ex.signals, ex.details), torch_cpu_account(ex.signals, ex.details))
-    return tuple(a for a in found if a is not None and a.terms)
+    """Every account the bundle supports, in SOURCES order (the limiting-resource preference). A
+    malformed stream costs its account (named in ``data_quality["account_errors"]``), not the rest."""
+    found = []
+    for name, source in SOURCES:
+        try:
+            acc = source(bundle, ex)
+        except MALFORMED as exc:
+            ex.data_quality.setdefault("account_errors", {})[name] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            continue
+        if acc is not None and acc.terms:
+            found.append(acc)
+    return tuple(found) + _apart(ex)
+
+
+def _apart(ex: Extracted) -> tuple[Account, ...]:
+    """Traces that do not belong with the ones the signals read (signals/trace_groups.py): one
+    account per group, after the limiting one, never blended into it."""
+    out = []
+    for g in ((ex.details.get("trace_groups") or {}).get("groups") or [])[1:]:
+        sig = {n: Signal(n, v, "", "trace group") for n, v in g["signals"].items()}
+        acc = gpu_account(sig, g) or torch_cpu_account(sig, g)
+        if acc is not None:
+            out.append(replace(acc, title=f"{acc.title}, analysed apart: {', '.join(g['files'])}"))
+    return tuple(out)
 
 
 __all__ = ["build_accounts"]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS
 from diagnose.model import Account, AccountTerm, Signal
-from diagnose.rules.frame_catalog import WORK_LOOPS, Category
+from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import KERNEL_TOLERANCE_NS, load_sources, pyspy_windows, resolve_io, stack_category
 from diagnose.signals.stacks import Frame
 from diagnose.signals.threads import KernelTimeline, ThreadUsage, thread_usage
@@ -28,9 +29,11 @@ from .kinds import CATEGORY_KIND, GIL_HOLDERS, KINDS, ON_CPU, UNBATCHED, TermKin
 
 BIN_NS = 50_000_000  # waits are attributed to what other threads did within the same 50 ms
 ONLY_WAITING = 0.95  # a thread waiting for work this much of its sampled time is not part of the work
+GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL long enough to be waited on
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
 UNBATCHED_MIN_IN_FLIGHT = 4.0
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
+_SYNC = re.compile(SYNC_INTERNALS)
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
 
 
@@ -48,7 +51,14 @@ def _usage(bundle: Bundle) -> dict[int, ThreadUsage]:
 
 
 def _in_work_loop(frames: tuple[Frame, ...]) -> bool:
-    return any(p.search(f"{fr.function} ({fr.file})") for fr in frames for p in _WORK_LOOPS)
+    """The wait sits directly in a pool's work loop (only threading/queue frames below it)."""
+    for depth in range(len(frames) - 1, -1, -1):
+        fr = frames[depth]
+        if any(p.search(f"{fr.function} ({fr.file})") for p in _WORK_LOOPS):
+            return True
+        if not _SYNC.search(fr.file):
+            return False
+    return False
 
 
 def _pieces(bundle: Bundle) -> list[_Piece]:
@@ -92,7 +102,7 @@ def _pieces(bundle: Bundle) -> list[_Piece]:
     return out
 
 
-def _bins(p: _Piece):
+def _bins(p: _Piece) -> Iterator[tuple[int, float]]:
     t = p.start_ns
     while t < p.end_ns:
         b = t // BIN_NS
@@ -114,18 +124,34 @@ def _included(pieces: list[_Piece]) -> list[_Piece]:
 
 
 def _attribute(pieces: list[_Piece]) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
-    """Own seconds per kind, and waits (lock/handoff) per (wait, kind of the work they waited on)."""
+    """Own seconds per kind, and waits (lock/handoff) per (wait, kind of the work they waited on).
+
+    A Python thread asleep in a futex waits for the GIL only while another thread holds it, so
+    runs on a CPU: in a bin where the threads together ran less than GIL_HOLDER_MIN of it, the
+    futex sleep is a lock (or condition) wait and is attributed like one."""
     own: dict[str, float] = defaultdict(float)
     active: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     waits: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    gil: dict[int, float] = defaultdict(float)
+    on_cpu: dict[int, float] = defaultdict(float)
     for p in pieces:
         for b, s in _bins(p):
             if p.kind in ("lock", "handoff"):
                 waits[b][p.kind] += s
+            elif p.kind == "wait.gil":
+                gil[b] += s
             else:
                 own[p.kind] += s
                 if p.kind != "idle.work":
                     active[b][p.kind] += s
+                if p.kind in ON_CPU:
+                    on_cpu[b] += s
+    for b, s in gil.items():
+        if on_cpu[b] >= GIL_HOLDER_MIN * BIN_NS / 1e9:
+            own["wait.gil"] += s
+            active[b]["wait.gil"] += s
+        else:
+            waits[b]["lock"] += s
     attributed: dict[tuple[str, str], float] = defaultdict(float)
     for b, by_wait in waits.items():
         work = active.get(b)

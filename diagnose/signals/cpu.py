@@ -167,7 +167,8 @@ def worker_signals(profile: StackProfile, in_flight: Signal | None, reason: str)
     out = {names[0]: Signal(names[0], float(workers), "threads",
                             PYSPY_SRC + f", threads >= {MODEL_WORKER_SHARE:.0%} of their samples in framework compute")}
     if in_flight is None or in_flight.value is None:
-        out[names[1]] = missing(names[1], "x", PYSPY_SRC, in_flight.reason if in_flight else "no TCP readings")
+        why = (in_flight.reason if in_flight else None) or "no TCP readings"
+        out[names[1]] = missing(names[1], "x", PYSPY_SRC, why)
     elif not workers:
         out[names[1]] = missing(names[1], "x", PYSPY_SRC, "no thread spent most of its samples in model work")
     else:

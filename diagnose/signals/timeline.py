@@ -34,6 +34,7 @@ from diagnose.signals.spans.analytics import SpanSet, parse_spans, request_summa
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
+from diagnose.signals.trace_groups import trace_groups, why_apart
 from diagnose.traces.devices import DeviceProps
 from diagnose.traces.reader import TraceReadError, read_trace
 from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
@@ -188,10 +189,31 @@ def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reaso
     return out
 
 
+def _apart(reports: list[TraceReport], reason: str) -> tuple[list[TraceReport], dict[str, Any] | None]:
+    """Traces that do not belong together (signals/trace_groups.py): the signals read the group with
+    the largest GPU window; every group's own signal values go to the details, with a warning."""
+    groups = trace_groups(reports)
+    if len(groups) < 2:
+        return reports, None
+    rows: list[dict[str, Any]] = []
+    for g in groups:
+        sig = trace_signals([reports[j] for j in g], reason)
+        rows.append({"files": [Path(reports[j].path).name for j in g],
+                     "torch_traces": [{"temporal": {"span_ns": r.temporal.span_ns} if r.temporal else None,
+                                       "coverage": {"host_span_ns": r.tables["coverage"]["host_span_ns"]}}
+                                      for r in (reports[j] for j in g)],
+                     "signals": {n: s.value for n, s in sig.items() if s.value is not None}})
+    warning = (f"{len(reports)} torch traces do not belong together ({why_apart(reports, groups)}): each group "
+               f"is analysed on its own; the verdict reads the one with the largest GPU window "
+               f"({', '.join(rows[0]['files'])})")
+    return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
+
+
 def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
     """gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals; ``params.timeline`` sets the gap,
     kernel-wait and short-kernel thresholds."""
-    reports, trace_errors = _reports(bundle, params.timeline)
+    all_reports, trace_errors = _reports(bundle, params.timeline)
+    reports, apart = _apart(all_reports, NO_TRACE)
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
@@ -214,11 +236,13 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
                                 pyspy_reason))
     details: dict[str, Any] = {
         "torch_traces": [r.to_json() for r in reports],
+        "trace_groups": apart,
         "requests": summary, "llm": llm if ss.spans else None,
         "tail": {k: v for k, v in tail.items() if k != "windows"},
         "join": {"gaps": gap_j, "slow": slow_j},
     }
-    quality = {"torch_traces": len(reports), "torch_trace_errors": trace_errors,
+    quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors,
+               "traces_apart": apart["warning"] if apart else None,
                "spans": len(ss.spans), "spans_invalid": ss.invalid, "pyspy_stack_segments": len(stacks)}
     return SourceResult(signals, quality, details)
 

@@ -41,14 +41,17 @@ def confidence(acc: Account, top: float, second: float, quality: float,
     """Confidence 0..1 and the one line that explains it."""
     attributed = 1.0 - acc.not_attributed
     margin = (top - second) / top if top > 0 else 0.0
+    quality = quality if acc.resource == "threads" else 1.0  # thin stacks weaken only the thread account
     value = max(0.05, min(0.95, quality * attributed * (0.5 + 0.5 * margin)))
     parts = [f"the {NAMES.get(acc.resource, acc.resource)} account attributes {attributed:.0%} of "
              f"{acc.total_s:.2f} {acc.unit}", f"the lead holds {top:.0%} against {second:.0%} for the next"]
     samples = dq.get("pyspy_samples")
-    if samples is not None:
+    if samples is not None and acc.resource == "threads":
         parts.append(f"{samples} py-spy samples" + (" (few)" if samples < MIN_CONFIDENT_SAMPLES else ""))
     if missing:
         parts.append("no " + ", no ".join(missing))
+    if dq.get("traces_apart"):
+        parts.append("torch traces that do not belong together were analysed apart (see data quality)")
     return value, "; ".join(parts)
 
 
@@ -84,9 +87,11 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     title = f"{q1.value}-bound" + (f", with {mixed.value} ({_lead(acc, mixed).label.replace(':', ' -')})"
                                    if mixed else "")
     f = _finding(findings, lead)
+    what = NAMES.get(acc.resource, acc.resource)
+    part = (f"{lead.label[0].upper() + lead.label[1:]}: {lead.share:.0%} of the {what}" if lead.share >= s1 - 1e-9
+            else f"{q1.value} holds {s1:.0%} of the {what}, most of it {lead.label} ({lead.share:.0%})")
     headline = (f"{title}: act on the {lead.layer.value if lead.layer else 'service'} layer first (plan: {plan}). "
-                f"{lead.label[0].upper() + lead.label[1:]}: {lead.share:.0%} of the "
-                f"{NAMES.get(acc.resource, acc.resource)}." + (f" {f.summary}" if f is not None and f.quadrant else ""))
+                f"{part}." + (f" {f.summary}" if f is not None and f.quadrant else ""))
     return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why)
 
 

@@ -36,12 +36,12 @@ def test_stopped_target_gets_no_verdict(workload, tmp_path):
     assert "stopped" in doc["verdict"]["headline"]
 
 
-def test_idle_target_gets_no_verdict(workload, tmp_path):
+def test_idle_target_gets_no_load_not_a_bottleneck(workload, tmp_path):
     proc = workload("idle")
     res = run_diagnose("attach", str(proc.pid), "--duration", "2", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
     doc = findings(only_bundle(tmp_path))
-    assert doc["verdict"]["quadrant"] == "unknown" and "no load" in doc["verdict"]["headline"]
+    assert doc["verdict"]["quadrant"] == "no_load" and "no load" in doc["verdict"]["headline"]
 
 
 def test_thread_id_kernel_thread_and_self_are_refused(tmp_path):

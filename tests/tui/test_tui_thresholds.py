@@ -1,6 +1,8 @@
 """--thresholds reach every view: the live TUI's final Report and documents, its provisional
 analyses, `diagnose tui` and `tui --live` all use the overrides the user passed (the bug was a TUI
-that analysed and wrote findings.json without them, so the verdict changed after exit)."""
+that analysed and wrote findings.json without them, so the findings changed after exit). The
+quadrant comes from the time account, which thresholds do not move; the fired rules, their
+remedies and the headline's lead finding do."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +18,7 @@ from diagnose.tui.runner import LiveTuiView
 from helpers import REPO, findings, run_diagnose
 
 SERVICE = REPO / "fixtures" / "cpu" / "service-json"
-# Raise the two service rules out of reach: the service-bound fixture and workload become unknown.
+# Raise the two service rules out of reach: their findings disappear from the fixture and workload.
 NOT_SERVICE = {"service.serialization:cpu.category_share_pct[serialization]": 101.0,
                "service.gil_bound:cpu.python_busy_pct": 101.0}
 
@@ -44,13 +46,16 @@ def test_live_tui_with_thresholds_writes_the_verdict_headless_writes(workload, t
     view = PilotTuiView(tmp_path, NOT_SERVICE)
     done = attach(AttachRequest(proc.pid, options, tmp_path / "out", ("test",), NOT_SERVICE), view)
 
-    written = findings(done.capture.bundle_path)["verdict"]["quadrant"]
-    again = analyse(done.capture.bundle_path, NOT_SERVICE).verdict.quadrant  # what headless writes
-    default = analyse(done.capture.bundle_path).verdict.quadrant
-    assert default == Quadrant.SERVICE, "the workload is service-bound without the overrides"
+    doc = findings(done.capture.bundle_path)
+    written = {f["rule_id"] for f in doc["findings"]}
+    again = analyse(done.capture.bundle_path, NOT_SERVICE)  # what headless writes
+    default = analyse(done.capture.bundle_path)
+    assert "service.serialization" in {f.rule_id for f in default.analysis.findings}, "the rule fires without overrides"
     assert view.shown is done.report  # the CLI got the TUI's Report, it did not analyse again
-    assert view.shown.verdict.quadrant == again != Quadrant.SERVICE
-    assert written == again.value
+    fired = {f.rule_id for f in view.shown.analysis.findings}
+    assert fired == {f.rule_id for f in again.analysis.findings} == written and "service.serialization" not in fired
+    assert view.shown.verdict.headline == again.verdict.headline == doc["verdict"]["headline"]
+    assert doc["verdict"]["quadrant"] == default.verdict.quadrant.value == Quadrant.SERVICE.value
     assert done.report.overrides == NOT_SERVICE
     assert json.loads((done.capture.bundle_path / "findings.json").read_text())["data_quality"][
         "threshold_overrides"] == NOT_SERVICE
@@ -59,13 +64,14 @@ def test_live_tui_with_thresholds_writes_the_verdict_headless_writes(workload, t
 def test_provisional_analyses_use_the_overrides():
     child = BackgroundAnalyser()
     try:
-        for overrides, quadrant in (({}, Quadrant.SERVICE), (NOT_SERVICE, Quadrant.UNKNOWN)):
+        for overrides, fires in (({}, True), (NOT_SERVICE, False)):
             child.request(SERVICE, overrides)
             deadline = time.monotonic() + 60
             while (got := child.poll()) is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert got is not None, "no answer from the analysis child"
-            assert got[0].verdict.quadrant == quadrant
+            assert ("service.serialization" in {f.rule_id for f in got[0].findings}) is fires
+            assert got[0].verdict.quadrant == Quadrant.SERVICE  # the account, not the thresholds
     finally:
         child.close()
 
@@ -76,6 +82,6 @@ def test_tui_command_takes_thresholds(tmp_path):
     for extra in ((), ("--live",)):
         r = run_diagnose("tui", str(SERVICE), "--no-tui", "--thresholds", str(path), *extra)
         assert r.returncode == 0, r.stderr
-        assert "**Verdict: unknown**" in r.stdout and "threshold overrides" in r.stdout
+        assert "### Serialization dominates the CPU" not in r.stdout and "threshold overrides" in r.stdout
     r = run_diagnose("tui", str(SERVICE), "--no-tui")
-    assert "**Verdict: service-bound**" in r.stdout
+    assert "**Verdict: service-bound**" in r.stdout and "### Serialization dominates the CPU" in r.stdout

@@ -172,6 +172,7 @@ class Account:
     total_s: float
     terms: tuple[AccountTerm, ...]
     notes: tuple[str, ...] = ()
+    source: str = ""  # where every term's evidence comes from (collectors, fields)
 
     @property
     def not_attributed(self) -> float:
@@ -188,7 +189,7 @@ class Account:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"resource": self.resource, "title": self.title, "unit": self.unit,
+        return {"resource": self.resource, "title": self.title, "unit": self.unit, "source": self.source,
                 "total_s": round(self.total_s, 4), "terms": [t.to_json() for t in self.terms],
                 "not_attributed": round(self.not_attributed, 4), "notes": list(self.notes)}
 

@@ -12,7 +12,6 @@ the signals and the trace tables the signal stage already produced.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from diagnose.model import Account, AccountTerm, Signal
@@ -36,7 +35,7 @@ def _terms(parts: dict[str, float], total_s: float, evidence: dict[str, str]) ->
             continue
         k = KINDS[kind]
         out.append(AccountTerm(kind, k.label, pct / 100.0, total_s * pct / 100.0, k.quadrant, k.layer,
-                               f"{SRC}: {evidence.get(kind, '')}".rstrip(": "), k.rule_id))
+                               evidence.get(kind, ""), k.rule_id))
     return tuple(sorted(out, key=lambda t: -t.share))
 
 
@@ -104,7 +103,8 @@ def gpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account 
         total_s = window_s * 100.0 / cover
         notes.append("the account spans the profiled host time: the kernel window covers under half of it")
     return Account("gpu", "GPU time over the kernel window", "GPU-s", total_s,
-                   _terms(parts, total_s, {**busy_ev, **idle_ev}), tuple(notes))
+                   _terms(parts, total_s, {**busy_ev, **idle_ev}), tuple(notes),
+                   SRC + " temporal breakdown and idle breakdown (HTA definitions), py-spy in the gaps")
 
 
 BUSY_PRIMARY_PCT = 50.0  # counters only: a GPU busy less than this is not the limiting resource
@@ -130,11 +130,10 @@ def gpu_counters_account(signals: dict[str, Signal], capture_s: float | None) ->
     parts = {"gpu.compute": busy * math / (math + dram), "gpu.memory": busy * dram / (math + dram)}
     ev = {k: f"GPU busy {busy:.0f}% of the capture; math pipes {math:.0f}%, DRAM activity {dram:.0f}% "
              "(counters; busy time split in that ratio)" for k in parts}
-    terms = tuple(replace(t, evidence=t.evidence.replace(SRC, "GPU counters (NVML/GPM/DCGM)"))
-                  for t in _terms(parts, total_s, ev))
-    return Account("gpu", "GPU time over the capture (counters, no kernel timeline)", "GPU-s", total_s, terms,
+    return Account("gpu", "GPU time over the capture (counters, no kernel timeline)", "GPU-s", total_s,
+                   _terms(parts, total_s, ev),
                    ("no kernel timeline: idle time is not attributed; busy time split by math-pipe vs DRAM "
-                    "activity",))
+                    "activity",), "GPU counters (DCGM/GPM engine, pipe and DRAM activity; NVML utilization)")
 
 
 def torch_cpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account | None:
@@ -147,7 +146,8 @@ def torch_cpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Ac
     ev = {"torch.ops": f"union of cpu_op events: {100 - op_idle:.0f}% of the profiled window",
           "torch.between_ops": f"no torch op ran in {op_idle:.0f}% of the profiled window"}
     return Account("torch_ops", "profiled host time of a CPU-only torch trace", "s", total_s,
-                   _terms(parts, total_s, ev), ("CPU-only trace: no GPU activity recorded",))
+                   _terms(parts, total_s, ev), ("CPU-only trace: no GPU activity recorded",),
+                   SRC + ", cpu_op events")
 
 
 __all__ = ["gpu_account", "gpu_counters_account", "torch_cpu_account"]

@@ -28,11 +28,11 @@ def request_account(signals: dict[str, Signal], details: dict[str, Any]) -> Acco
             continue
         k = KINDS[f"stage.{st}"]
         terms.append(AccountTerm(k.kind, k.label, s.value / 100.0, total_s * s.value / 100.0, k.quadrant, k.layer,
-                                 f"{SRC}: {s.value:.0f}% in `{st}` spans over {req['requests']} requests",
+                                 f"{s.value:.0f}% in `{st}` spans over {req['requests']} requests",
                                  k.rule_id))
     terms.sort(key=lambda t: -t.share)
     return Account("requests", "request time (stage spans)", "request-s", total_s, tuple(terms),
-                   ("time outside every stage span is not attributed",))
+                   ("time outside every stage span is not attributed",), SRC)
 
 
 __all__ = ["request_account"]

@@ -22,11 +22,11 @@ def account_rows(a: Analysis, min_share: float = MIN_SHARE, limiting_only: bool 
     """One row per term of at least ``min_share``, the limiting account first, then "not attributed"."""
     rows: list[AccountRow] = []
     for acc in a.accounts[:1] if limiting_only else a.accounts:
-        rows += _rows(acc, min_share)
+        rows += account_rows_of(acc, min_share)
     return rows
 
 
-def _rows(acc: Account, min_share: float) -> list[AccountRow]:
+def account_rows_of(acc: Account, min_share: float = MIN_SHARE) -> list[AccountRow]:
     out = [AccountRow(acc.title, t.label, 100.0 * t.share,
                       t.quadrant.value if t.quadrant else ("host" if t.layer else "no load"),
                       t.layer.value if t.layer else "-", t.evidence)
@@ -37,7 +37,7 @@ def _rows(acc: Account, min_share: float) -> list[AccountRow]:
     return out
 
 
-__all__ = ["AccountRow", "MIN_SHARE", "account_rows"]
+__all__ = ["AccountRow", "MIN_SHARE", "account_lines", "account_rows", "account_rows_of"]
 
 
 def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
@@ -46,7 +46,7 @@ def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
         return ["where the time went: no source in this capture accounts for time"]
     acc = a.accounts[0]
     out = [f"where the time went ({acc.title}, {acc.total_s:.2f} {acc.unit}):"]
-    for r in _rows(acc, min_share):
+    for r in account_rows_of(acc, min_share):
         out.append(f"  {r.share_pct:4.0f}%  {r.quadrant:<10} {r.layer:<8} {r.term}")
     if a.verdict.confidence_reason:
         out.append(f"confidence {a.verdict.confidence:.2f}: {a.verdict.confidence_reason}")

@@ -30,6 +30,9 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     findings, not_judged = evaluate(active_rules, ex.signals)
     quality = _quality_factor(ex.data_quality)
     not_judged = [n for n in not_judged if not _explained_by_coverage(n)]
+    check = in_flight_check(ex.signals)
+    if check:
+        ex.data_quality["in_flight_check"] = check
     gaps = _coverage_gaps(ex.signals)
     not_judged.extend(gaps)
     accounts = build_accounts(bundle, ex)
@@ -53,6 +56,22 @@ SOURCE_OF_GAP = {
     "GPU idle time, kernel mix and what the GPU waits for (kernel timeline)": "kernel timeline",
     "request latency (P50/P99), QPS, stage breakdown": "stage spans",
 }
+
+
+def in_flight_check(signals: dict[str, Signal]) -> dict[str, float | str] | None:
+    """In-flight requests two ways: accepted TCP connections (from outside) against the spans'
+    Little's law (QPS x mean latency). The connections bound in-flight from above (idle keep-alive
+    connections count), so a ratio well above 1 means idle connections, well below 1 requests the
+    connection count misses (another listener, a proxy in front)."""
+    tcp, little = signals.get("tcp.in_flight_mean"), signals.get("spans.in_flight_littles_law")
+    if tcp is None or little is None or tcp.value is None or not little.value:
+        return None
+    ratio = tcp.value / little.value
+    note = ("agree" if 0.7 <= ratio <= 1.5 else
+            "more connections than requests in flight: idle keep-alive connections" if ratio > 1.5 else
+            "fewer connections than requests in flight: requests arrive another way (proxy, another socket)")
+    return {"tcp_connections_mean": round(tcp.value, 2), "spans_littles_law": round(little.value, 2),
+            "ratio": round(ratio, 2), "reading": note}
 
 
 def _explained_by_coverage(n: NotJudged) -> bool:

@@ -10,6 +10,7 @@ service. No trace with a complete kernel timeline may end "unknown".
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -218,3 +219,61 @@ def test_traces_that_do_not_belong_together_are_analysed_apart(tmp_path):
     alone = analyze(Bundle.open(import_files([a100 if main_file == "nccl" else v100], tmp_path / "alone")))
     assert [(t.kind, round(t.share, 6)) for t in a.accounts[0].terms] == \
         [(t.kind, round(t.share, 6)) for t in alone.accounts[0].terms]
+
+
+@contextmanager
+def _line_upstream():
+    """A slow upstream speaking one line per connection: answers 30 ms after the question."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            if conn.makefile("rb").readline():
+                time.sleep(0.03)
+                conn.sendall(b"ok\n")
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+
+
+def test_event_loop_awaiting_a_slow_upstream_is_io(workload, tmp_path):
+    with _line_upstream() as upstream:
+        proc = workload("async_upstream", upstream)
+        port = int(proc.ready_line.split()[1])
+        stop = threading.Event()
+
+        def client() -> None:
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                f = s.makefile("rb")
+                while not stop.is_set():
+                    s.sendall(b"q\n")
+                    f.readline()
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(8)]
+        for t in threads:
+            t.start()
+        try:
+            doc = _attach(proc.pid, tmp_path)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+    terms = {t["kind"]: t["share"] for t in doc["account"][0]["terms"]}
+    assert _verdict(doc) == ("io", "system"), (doc["verdict"], terms)
+    assert terms.get("io.wait", 0) > 0.5, terms  # the loop's select with requests open, nothing else running

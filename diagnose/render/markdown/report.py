@@ -67,27 +67,30 @@ class MarkdownRenderer(Renderer):
             else ("**Verdict: no load** (nothing limits this service now)" if v.quadrant.value == "no_load"
                   else "**Verdict: unknown** (nothing in this capture accounts for time)"),
             "",
-            f"> {v.headline}",
+            f"> {_cell(v.headline)}",
             "",
             f"Confidence {v.confidence:.2f}: {v.confidence_reason}." if v.confidence_reason else "",
             "",
             when,
             "",
-            "## Quadrant scores",
-            "",
         ]
-        return out + _table(["quadrant", "score"], [[q.value, f"{s:.2f}"] for q, s in v.scores.items()])
+        return out
 
     def _account(self, a: Analysis, m: dict[str, Any]) -> list[str]:
-        from diagnose.render.account import MIN_SHARE, account_rows
+        from diagnose.render.account import MIN_SHARE, account_rows_of
 
-        rows = account_rows(a)
-        if not rows:
-            return ["## Where the time went", "", "No source in this capture accounts for time.", ""]
-        return ["## Where the time went", "", f"Terms of at least {MIN_SHARE:.0%} of their account; the "
-                "first account is the limiting resource's.", ""] + _table(
-            ["account", "term", "share", "quadrant", "layer", "evidence"],
-            [[r.account, r.term, f"{r.share_pct:.0f}%", r.quadrant, r.layer, r.evidence] for r in rows])
+        head = ["## Where the time went", ""]
+        if not a.accounts:
+            return head + ["No source in this capture accounts for time.", ""]
+        out = head + [f"Terms of at least {MIN_SHARE:.0%} of their account; the first account is the "
+                      "limiting resource's and the verdict reads it.", ""]
+        for acc in a.accounts:
+            out += [f"**{_cell(acc.title)}**: {acc.total_s:.2f} {acc.unit} ({_cell(acc.source)})", ""]
+            out += _table(["term", "share", "quadrant", "layer", "evidence"],
+                          [[r.term, f"{r.share_pct:.0f}%", r.quadrant, r.layer, r.evidence]
+                           for r in account_rows_of(acc, MIN_SHARE)])
+        scores = " · ".join(f"{q.value} {s:.2f}" for q, s in a.verdict.scores.items())
+        return out + [f"Quadrant scores (shares of the limiting account): {scores}.", ""]
 
     def _findings(self, a: Analysis, m: dict[str, Any]) -> list[str]:
         out = ["## Findings", ""]

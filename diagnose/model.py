@@ -173,6 +173,7 @@ class Account:
     terms: tuple[AccountTerm, ...]
     notes: tuple[str, ...] = ()
     source: str = ""  # where every term's evidence comes from (collectors, fields)
+    observations: int | None = None  # GPU events or requests behind it (thread-time: py-spy samples)
 
     @property
     def not_attributed(self) -> float:
@@ -191,7 +192,8 @@ class Account:
     def to_json(self) -> dict[str, Any]:
         return {"resource": self.resource, "title": self.title, "unit": self.unit, "source": self.source,
                 "total_s": round(self.total_s, 4), "terms": [t.to_json() for t in self.terms],
-                "not_attributed": round(self.not_attributed, 4), "notes": list(self.notes)}
+                "not_attributed": round(self.not_attributed, 4), "notes": list(self.notes),
+                "observations": self.observations}
 
 
 @dataclass(frozen=True)

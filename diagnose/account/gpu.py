@@ -74,6 +74,10 @@ def _idle(signals: dict[str, Signal], idle: float) -> tuple[dict[str, float], di
     return parts, ev
 
 
+def _events(details: dict[str, Any]) -> int:
+    return sum(int((t.get("temporal") or {}).get("events") or 0) for t in details.get("torch_traces") or [])
+
+
 def _window_s(details: dict[str, Any], key: str) -> float:
     total = 0
     for t in details.get("torch_traces") or []:
@@ -104,7 +108,8 @@ def gpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account 
         notes.append("the account spans the profiled host time: the kernel window covers under half of it")
     return Account("gpu", "GPU time over the kernel window", "GPU-s", total_s,
                    _terms(parts, total_s, {**busy_ev, **idle_ev}), tuple(notes),
-                   SRC + " temporal breakdown and idle breakdown (HTA definitions), py-spy in the gaps")
+                   SRC + " temporal breakdown and idle breakdown (HTA definitions), py-spy in the gaps",
+                   _events(details))
 
 
 BUSY_PRIMARY_PCT = 50.0  # counters only: a GPU busy less than this is not the limiting resource

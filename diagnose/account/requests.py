@@ -32,7 +32,7 @@ def request_account(signals: dict[str, Signal], details: dict[str, Any]) -> Acco
                                  k.rule_id))
     terms.sort(key=lambda t: -t.share)
     return Account("requests", "request time (stage spans)", "request-s", total_s, tuple(terms),
-                   ("time outside every stage span is not attributed",), SRC)
+                   ("time outside every stage span is not attributed",), SRC, int(req["requests"]))
 
 
 __all__ = ["request_account"]

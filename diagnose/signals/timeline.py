@@ -199,7 +199,8 @@ def _apart(reports: list[TraceReport], reason: str) -> tuple[list[TraceReport], 
     for g in groups:
         sig = trace_signals([reports[j] for j in g], reason)
         rows.append({"files": [Path(reports[j].path).name for j in g],
-                     "torch_traces": [{"temporal": {"span_ns": r.temporal.span_ns} if r.temporal else None,
+                     "torch_traces": [{"temporal": {"span_ns": r.temporal.span_ns, "events": r.temporal.events}
+                                       if r.temporal else None,
                                        "coverage": {"host_span_ns": r.tables["coverage"]["host_span_ns"]}}
                                       for r in (reports[j] for j in g)],
                      "signals": {n: s.value for n, s in sig.items() if s.value is not None}})

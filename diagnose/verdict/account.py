@@ -20,6 +20,9 @@ NO_LOAD_MIN_SHARE = 0.8  # waiting for work at least this share of thread-time: 
 STARVED_MIN_SHARE = 0.2
 STARVED_RATIO = 1.25  # waited for a core this many times as long as it ran: clearly more, not noise
 MIN_CONFIDENT_SAMPLES = 200
+# Fewer GPU events / requests than this behind an account lower its confidence in proportion.
+MIN_OBSERVATIONS = {"gpu": 100, "requests": 50}
+OBSERVED = {"gpu": "GPU events", "requests": "requests"}
 NAMES = {"threads": "thread-time", "gpu": "GPU time", "requests": "request time", "torch_ops": "profiled host time"}
 
 
@@ -42,12 +45,17 @@ def confidence(acc: Account, top: float, second: float, quality: float,
     attributed = 1.0 - acc.not_attributed
     margin = (top - second) / top if top > 0 else 0.0
     quality = quality if acc.resource == "threads" else 1.0  # thin stacks weaken only the thread account
+    few = MIN_OBSERVATIONS.get(acc.resource)
+    if few and acc.observations is not None and acc.observations < few:
+        quality *= max(0.2, acc.observations / few)
     value = max(0.05, min(0.95, quality * attributed * (0.5 + 0.5 * margin)))
     parts = [f"the {NAMES.get(acc.resource, acc.resource)} account attributes {attributed:.0%} of "
              f"{acc.total_s:.2f} {acc.unit}", f"the lead holds {top:.0%} against {second:.0%} for the next"]
     samples = dq.get("pyspy_samples")
     if samples is not None and acc.resource == "threads":
         parts.append(f"{samples} py-spy samples" + (" (few)" if samples < MIN_CONFIDENT_SAMPLES else ""))
+    if few and acc.observations is not None and acc.observations < few:
+        parts.append(f"only {acc.observations} {OBSERVED[acc.resource]} (few)")
     if missing:
         parts.append("no " + ", no ".join(missing))
     if dq.get("traces_apart"):

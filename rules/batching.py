@@ -25,9 +25,11 @@ BATCHING_REMEDIES = (
 
 UNBATCHED = Rule(
     "service.unbatched", "The model runs unbatched while requests wait", Q.SERVICE, L.SERVICE, S.CRITICAL,
-    (Condition("torch.model_batch_p50", "<=", 2.0, 1.0), Condition("tcp.in_flight_mean", ">=", 4.0, 8.0)),
+    (Condition("torch.model_batch_p50", "<=", 2.0, 1.0), Condition("tcp.in_flight_mean", ">=", 4.0, 8.0),
+     Condition("cpu.model_workers", ">=", 1.0, 0.0)),
     "The model's matmul/linear/conv ops ran with a median batch of {0:.0f} while {1:.1f} connections were "
-    "in flight on average: each request gets its own forward pass.",
+    "open on average (accepted TCP connections: idle keep-alive ones count too) and {2:.0f} model worker "
+    "thread(s) stayed busy: each request gets its own forward pass.",
     BATCHING_REMEDIES,
 )
 
@@ -35,9 +37,11 @@ BATCHING_RULES: tuple[Rule, ...] = (
     UNBATCHED,
     # The same finding where spans measure in-flight (an instrumented service).
     replace(UNBATCHED, id="service.unbatched_spans",
-            conditions=(UNBATCHED.conditions[0], Condition("spans.in_flight_mean", ">=", 4.0, 8.0)),
+            conditions=(UNBATCHED.conditions[0], Condition("spans.in_flight_mean", ">=", 4.0, 8.0),
+                        UNBATCHED.conditions[2]),
             summary="The model's matmul/linear/conv ops ran with a median batch of {0:.0f} while {1:.1f} "
-                    "requests were in flight on average (spans): each request gets its own forward pass."),
+                    "requests were in flight on average (spans) and {2:.0f} model worker thread(s) stayed busy: "
+                    "each request gets its own forward pass."),
     Rule(
         "service.queue_before_workers", "Requests queue in front of busy model workers", Q.SERVICE, L.SERVICE,
         S.WARNING,

@@ -24,8 +24,9 @@ WINDOW_MIN_PCT = 50.0
 
 
 def _v(signals: dict[str, Signal], name: str) -> float | None:
+    """A percentage signal's value in 0..100 (counters from a broken exporter can read 250 or -3)."""
     s = signals.get(name)
-    return s.value if s is not None else None
+    return None if s is None or s.value is None else min(100.0, max(0.0, s.value))
 
 
 def _terms(parts: dict[str, float], total_s: float, evidence: dict[str, str]) -> tuple[AccountTerm, ...]:

@@ -85,10 +85,11 @@ CATEGORY_KIND: dict[str, str] = {
 }
 # Kinds a thread holds while running (part of it may be spent runnable, waiting for a core).
 ON_CPU = frozenset({"cpu.compute", "cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "io.copy"})
-# Work of a Python thread that, found asleep in a futex, waits for the GIL: Python code, or a
-# native call (numpy/torch) that released the GIL and waits to take it back. (An OpenMP team's
-# master thread computes too, so it is rarely asleep there.)
-GIL_HOLDERS = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "cpu.compute"})
+# Work of a Python thread that, found asleep in a futex, may wait for the GIL: Python code, or a
+# native call (numpy/torch) that released the GIL and waits to take it back.
+GIL_WAITERS = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "cpu.compute"})
+# Work that holds the GIL while it runs (native framework compute releases it).
+GIL_HOLDING = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc"})
 
 # A request waiting on a model worker that runs unbatched is service queueing (batching fixes it).
 UNBATCHED = TermKind("wait.unbatched", "queued in front of an unbatched model worker", Q.SERVICE, L.SERVICE,

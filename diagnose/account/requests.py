@@ -21,18 +21,24 @@ def request_account(signals: dict[str, Signal], details: dict[str, Any]) -> Acco
         return None
     lat = req.get("latency") or {}
     total_s = req["requests"] * (lat.get("mean_ms") or 0.0) / 1e3
-    terms = []
+    shares = {}
     for st in STAGES:
         s = signals.get(f"spans.stage_share_pct[{st}]")
-        if s is None or not s.value:
-            continue
+        if s is not None and s.value and s.value > 0:
+            shares[st] = s.value / 100.0
+    notes = ["time outside every stage span is not attributed"]
+    over = sum(shares.values())
+    if over > 1.0:  # stage spans overlap (parallel calls, nested stages): a partition cannot exceed 1
+        shares = {st: v / over for st, v in shares.items()}
+        notes.append(f"stage spans overlap ({over:.0%} of request time in stages): shares scaled to add up to 1")
+    terms = []
+    for st, share in shares.items():
         k = KINDS[f"stage.{st}"]
-        terms.append(AccountTerm(k.kind, k.label, s.value / 100.0, total_s * s.value / 100.0, k.quadrant, k.layer,
-                                 f"{s.value:.0f}% in `{st}` spans over {req['requests']} requests",
-                                 k.rule_id))
+        terms.append(AccountTerm(k.kind, k.label, share, total_s * share, k.quadrant, k.layer,
+                                 f"{100 * share:.0f}% in `{st}` spans over {req['requests']} requests", k.rule_id))
     terms.sort(key=lambda t: -t.share)
     return Account("requests", "request time (stage spans)", "request-s", total_s, tuple(terms),
-                   ("time outside every stage span is not attributed",), SRC, int(req["requests"]))
+                   tuple(notes), SRC, int(req["requests"]))
 
 
 __all__ = ["request_account"]

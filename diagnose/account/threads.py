@@ -15,18 +15,25 @@ import bisect
 import re
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS
 from diagnose.model import Account, AccountTerm, Signal
 from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
-from diagnose.signals.cpu import KERNEL_TOLERANCE_NS, load_sources, pyspy_windows, resolve_io, stack_category
+from diagnose.signals.cpu import (
+    KERNEL_TOLERANCE_NS,
+    load_sources,
+    pyspy_windows,
+    resolve_io,
+    stack_category,
+    window_origin_ns,
+)
 from diagnose.signals.stacks import Frame
-from diagnose.signals.threads import KernelTimeline, ThreadUsage, thread_usage
+from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, thread_usage
 from diagnose.signals.timeline import AGENT_THREAD_PREFIX
 
-from .kinds import CATEGORY_KIND, GIL_HOLDERS, KINDS, ON_CPU, UNBATCHED, TermKind
+from .kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 
 WAITS = ("lock", "handoff", "await")  # waits on other threads (or, for "await", on the loop's sockets)
 UNSEEN = {"lock": "wait.lock", "handoff": "idle.work", "await": "io.wait"}  # ... when no thread worked meanwhile
@@ -34,10 +41,13 @@ WAIT_NAMES = {"lock": "lock", "handoff": "queue/handoff", "await": "event-loop"}
 IN_FLIGHT_TOLERANCE_NS = 1_500_000_000  # TCP readings come at ~1 Hz
 _EVENT_LOOP = re.compile(r"^\w*\.?(run_forever|_run_once) \(.*asyncio/")
 BIN_NS = 50_000_000  # waits are attributed to what other threads did within the same 50 ms
+MAX_SEGMENT_NS = 3600 * 10**9  # no py-spy window lasts an hour: longer segments are malformed
+LOOP_MIN_RUN = 0.005  # an event loop running less than this share of its samples serves nobody
 ONLY_WAITING = 0.95  # a thread waiting for work this much of its sampled time is not part of the work
 GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL long enough to be waited on
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
 UNBATCHED_MIN_IN_FLIGHT = 4.0
+QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, before it counts as a queue
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
@@ -60,7 +70,7 @@ def _in_flight(bundle: Bundle) -> tuple[list[int], list[int]]:
     """(t_ns, accepted connections) readings of the process collector, time-ordered."""
     rows = sorted((r["t_ns"], r["tcp"]["accepted"]) for r in bundle.stream(PROCESS)
                   if type(r.get("t_ns")) is int and isinstance(r.get("tcp"), dict)
-                  and type(r["tcp"].get("accepted")) is int)
+                  and type(r["tcp"].get("accepted")) is int and 0 <= r["tcp"]["accepted"] <= 10**7)
     return [t for t, _ in rows], [n for _, n in rows]
 
 
@@ -86,31 +96,87 @@ def _in_work_loop(frames: tuple[Frame, ...]) -> bool:
     return False
 
 
-def _pieces(bundle: Bundle) -> list[_Piece]:
-    """Every py-spy segment of the target's own threads, as (tid, time, kind) on the Unix clock;
-    on-CPU segments split into the part spent running and the part waiting for a core."""
-    usage = _usage(bundle)
-    kernel = KernelTimeline(usage)
-    core_wait = {}
+def _core_wait(usage: dict[int, ThreadUsage]) -> dict[int, float]:
+    """Per thread, the share of its CPU demand spent runnable but not on a core (schedstat), in
+    0..1; a counter that went backwards (a reused tid) or is absurd counts as unknown (0)."""
+    out = {}
     for tid, tu in usage.items():
         st = tu.schedstat()
-        core_wait[tid] = st[1] / (st[0] + st[1]) if st and st[0] + st[1] > 0 else 0.0
+        ok = st is not None and all(isinstance(v, int) and 0 <= v < 2**62 for v in st[:2]) and st[0] + st[1] > 0
+        out[tid] = min(1.0, st[1] / (st[0] + st[1])) if ok and st else 0.0
+    return out
+
+
+def _window_end(record: dict, origin: int) -> int | None:
+    last = record.get("last_ts_us")
+    return origin + int(last * 1000) if isinstance(last, (int, float)) and 0 < last < 2**40 else None
+
+
+def _agent_ran(bundle: Bundle) -> bool:
+    """The agent's threads (named ``diagnose-*``) are left out only when the agent took part: the
+    target chooses its own thread names."""
+    return any(c.get("name") == "agent" and c.get("state") in ("ok", "partial")
+               for c in bundle.manifest.get("collectors", []) if isinstance(c, dict))
+
+
+def _kind(cat: str, reading: Reading | None) -> str:
+    """A sampled stack's category and the kernel reading near it -> the thread's own term kind.
+    py-spy shows where a thread is; the kernel says whether it runs: Python frames asleep in an
+    event wait or a sleep wait for work, asleep on IO wait on IO, asleep in a futex maybe the GIL."""
+    kind = CATEGORY_KIND.get(cat, "cpu.python")
+    if kind not in ON_CPU or reading is None:
+        return kind
+    if reading.cls == "lock_wait":
+        return "wait.gil" if kind in GIL_WAITERS else kind
+    if reading.cls in ("event_wait", "sleep"):
+        return "idle.work"
+    if reading.cls == "io_wait":
+        return "io.wait"
+    return kind
+
+
+def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
+    """Every py-spy segment of the target's own threads, as (tid, time, kind) on the Unix clock,
+    clipped to its window; on-CPU segments split into the part spent running and the part waiting
+    for a core. Also counts what was left out and why (data quality)."""
+    usage = _usage(bundle)
+    kernel = KernelTimeline(usage)
+    core_wait = _core_wait(usage)
     sources = load_sources(bundle)
     in_flight = _in_flight(bundle)
     windows = pyspy_windows(bundle)
     names = {s.tid: s.thread for w in windows for s in (w.segments or ()) if s.thread != "?"}
+    skip_agent = _agent_ran(bundle)
+    dropped = {"agent_threads": 0, "windows_without_origin": 0, "duplicate_windows": 0}
+    seen_files: set[str] = set()
     out = []
     for w in windows:
-        origin = w.record.get("origin_ns")
-        if type(origin) is not int or w.segments is None:
+        origin = window_origin_ns(w.record)
+        if w.segments is None:
             continue
+        if origin is None:
+            dropped["windows_without_origin"] += 1
+            continue
+        f = str(w.record.get("file"))
+        if f in seen_files:  # one window indexed twice would count its thread-time twice
+            dropped["duplicate_windows"] += 1
+            continue
+        seen_files.add(f)
+        w_end = _window_end(w.record, origin)
         for seg in w.segments:
-            if names.get(seg.tid, "?").startswith(AGENT_THREAD_PREFIX):
+            if skip_agent and names.get(seg.tid, "?").startswith(AGENT_THREAD_PREFIX):
+                dropped["agent_threads"] += 1
                 continue
             lo, hi = origin + int(seg.start_us * 1000), origin + int(seg.end_us * 1000)
+            if w_end is not None:
+                hi = min(hi, w_end)
+            if hi <= lo or hi - lo > MAX_SEGMENT_NS:
+                continue
             reading = kernel.at(seg.tid, (lo + hi) // 2, KERNEL_TOLERANCE_NS)
             cat = resolve_io(stack_category(bundle, seg.frames, sources), reading)
-            if cat == Category.IDLE and _event_loop(seg.frames) and _requests_open(in_flight, (lo + hi) // 2):
+            kind = _kind(cat, reading)
+            if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) \
+                    and _requests_open(in_flight, (lo + hi) // 2):
                 # an event loop with requests in flight awaits their sockets (upstream calls, slow
                 # clients) or an executor: attributed like a handoff, to IO when nothing else runs
                 out.append(_Piece(seg.tid, lo, hi, "await"))
@@ -121,16 +187,26 @@ def _pieces(bundle: Bundle) -> list[_Piece]:
             if cat in (Category.HANDOFF, Category.LOCK_WAIT):
                 out.append(_Piece(seg.tid, lo, hi, "handoff" if cat == Category.HANDOFF else "lock"))
                 continue
-            kind = CATEGORY_KIND.get(cat, "cpu.python")
-            if kind in GIL_HOLDERS and reading is not None and reading.cls == "lock_wait":
-                kind = "wait.gil"
-            f = core_wait.get(seg.tid, 0.0) if kind in ON_CPU else 0.0
-            cut = hi - int((hi - lo) * f)
+            f_core = core_wait.get(seg.tid, 0.0) if kind in ON_CPU else 0.0
+            cut = hi - int((hi - lo) * f_core)
             if cut > lo:
                 out.append(_Piece(seg.tid, lo, cut, kind))
             if hi > cut:
                 out.append(_Piece(seg.tid, cut, hi, "wait.core"))
-    return out
+    return _idle_loops(out), {k: v for k, v in dropped.items() if v}
+
+
+def _idle_loops(pieces: list[_Piece]) -> list[_Piece]:
+    """An event loop that itself ran (almost) nothing was not serving those connections: they
+    are idle keep-alive ones, and its waits are waiting for work."""
+    ran: dict[int, int] = defaultdict(int)
+    total: dict[int, int] = defaultdict(int)
+    for p in pieces:
+        total[p.tid] += p.end_ns - p.start_ns
+        if p.kind in ON_CPU:
+            ran[p.tid] += p.end_ns - p.start_ns
+    idle = {t for t in total if ran[t] < LOOP_MIN_RUN * total[t]}
+    return [replace(p, kind="idle.work") if p.kind == "await" and p.tid in idle else p for p in pieces]
 
 
 def _bins(p: _Piece) -> Iterator[tuple[int, float]]:
@@ -158,14 +234,15 @@ def _attribute(pieces: list[_Piece]) -> tuple[dict[str, float], dict[tuple[str, 
     """Own seconds per kind, and waits (lock/handoff/await) per (wait, kind of the work they waited
     on): the work the *other* threads did in the same bin, in proportion.
 
-    A Python thread asleep in a futex waits for the GIL only while another thread holds it, so
-    runs on a CPU: in a bin where the threads together ran less than GIL_HOLDER_MIN of it, the
-    futex sleep is a lock (or condition) wait and is attributed like one."""
+    A Python thread asleep in a futex waits for the GIL only while another thread holds it, so runs
+    Python code on a CPU: in a bin where the threads together ran Python less than GIL_HOLDER_MIN
+    of it, the futex sleep is a lock (or condition) wait and is attributed like one."""
     own: dict[str, float] = defaultdict(float)
-    active: dict[int, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
+    total: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # bin -> kind -> s
+    mine: dict[tuple[int, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))  # (bin, tid)
     waits: dict[int, dict[tuple[str, int], float]] = defaultdict(lambda: defaultdict(float))
     gil: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    on_cpu: dict[int, float] = defaultdict(float)
+    holding: dict[int, float] = defaultdict(float)
     for p in pieces:
         for b, s in _bins(p):
             if p.kind in WAITS:
@@ -175,24 +252,24 @@ def _attribute(pieces: list[_Piece]) -> tuple[dict[str, float], dict[tuple[str, 
             else:
                 own[p.kind] += s
                 if p.kind != "idle.work":
-                    active[b][p.tid][p.kind] += s
-                if p.kind in ON_CPU:
-                    on_cpu[b] += s
+                    total[b][p.kind] += s
+                    mine[(b, p.tid)][p.kind] += s
+                if p.kind in GIL_HOLDING:
+                    holding[b] += s
     for b, by_tid in gil.items():
         for tid, s in by_tid.items():
-            if on_cpu[b] >= GIL_HOLDER_MIN * BIN_NS / 1e9:
+            if holding[b] >= GIL_HOLDER_MIN * BIN_NS / 1e9:
                 own["wait.gil"] += s
-                active[b][tid]["wait.gil"] += s
+                total[b]["wait.gil"] += s
+                mine[(b, tid)]["wait.gil"] += s
             else:
                 waits[b][("lock", tid)] += s
     attributed: dict[tuple[str, str], float] = defaultdict(float)
     for b, by_wait in waits.items():
+        everyone = total.get(b, {})
         for (wait, tid), s in by_wait.items():
-            work: dict[str, float] = defaultdict(float)
-            for other, kinds in active[b].items():
-                if other != tid:
-                    for kind, k_s in kinds.items():
-                        work[kind] += k_s
+            self_ = mine.get((b, tid), {})
+            work = {k: v - self_.get(k, 0.0) for k, v in everyone.items() if v - self_.get(k, 0.0) > 1e-12}
             busy = sum(work.values())
             if busy <= 0:  # nobody else worked meanwhile: a lock's holder unseen, a handoff with no
                 own[UNSEEN[wait]] += s  # producer, an event loop awaiting sockets
@@ -208,6 +285,9 @@ def _value(signals: dict[str, Signal], name: str) -> float | None:
 
 
 def _unbatched(signals: dict[str, Signal]) -> bool:
+    workers = _value(signals, "cpu.model_workers")
+    if not workers:  # no thread busy with model work: nothing for requests to queue behind
+        return False
     batch = _value(signals, "torch.model_batch_p50")
     in_flight = next((v for v in (_value(signals, "spans.in_flight_mean"), _value(signals, "tcp.in_flight_mean"))
                       if v is not None), None)
@@ -217,7 +297,7 @@ def _unbatched(signals: dict[str, Signal]) -> bool:
 
 def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None:
     """The thread-time account, or None without py-spy stacks on the Unix clock."""
-    pieces = _pieces(bundle)
+    pieces, dropped = _pieces(bundle)
     if not pieces:
         return None
     kept = _included(pieces)
@@ -237,7 +317,7 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
         target = KINDS[kind]
         what = {"lock": "lock waits", "handoff": "waits on other threads (queue, event, result)",
                 "await": "an event loop awaiting with requests in flight"}[wait]
-        if wait == "handoff" and kind == "cpu.compute" and unbatched:
+        if wait == "handoff" and kind == "cpu.compute" and unbatched and s >= QUEUED_MIN * own.get("cpu.compute", 0.0):
             k, key, label = UNBATCHED, UNBATCHED.kind, UNBATCHED.label
         else:
             k, key = target, f"{wait}>{kind}"
@@ -249,6 +329,8 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
         terms.append(_term(k, key, label, s, total, f"{s:.2f} of {total:.2f} thread-s: {why}"))
     terms.sort(key=lambda t: -t.share)
     notes = [f"{threads} thread(s) accounted"]
+    if dropped:
+        notes.append("left out: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(dropped.items())))
     if left_out:
         notes.append(f"{left_out} thread(s) that only waited for work (listeners, idle pools) left out")
     return Account("threads", "sampled thread-time of the target", "thread-s", total, tuple(terms), tuple(notes),

@@ -32,6 +32,7 @@ class Bundle:
     path: Path
     manifest: dict[str, Any]
     torn_lines: dict[str, int] = field(default_factory=dict)
+    invalid_records: dict[str, int] = field(default_factory=dict)  # dropped by a stream's reader
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -87,7 +88,15 @@ class Bundle:
         if spec.kind is not StreamKind.JSONL or spec.reader is None:
             raise ValueError(f"{spec.name} is not a JSON Lines stream")
         reader = spec.reader
-        return self.derived(("stream", spec.name), lambda: reader(self._jsonl(spec.name)))
+
+        def parse() -> tuple[Any, ...]:
+            raw = self._jsonl(spec.name)
+            out: tuple[Any, ...] = tuple(reader(raw))
+            if len(out) < len(raw):  # the stream's reader dropped malformed records: say how many
+                self.invalid_records[spec.name] = len(raw) - len(out)
+            return out
+
+        return self.derived(("stream", spec.name), parse)
 
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         """The decoded records (JSON objects) of JSON Lines member ``name``, read once per bundle;

@@ -64,6 +64,39 @@ def record_tuple(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...
     return tuple(records)
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 2**62 and v == v
+
+
+def _row(row: Any) -> list[Any] | None:
+    """One ThreadRow with its types checked: tid int, CPU seconds numbers; wrong-typed state,
+    wchan or schedstat cells become null (unknown), a row without a tid or CPU times is dropped."""
+    if not isinstance(row, list) or len(row) < 3 or type(row[0]) is not int or not (_num(row[1]) and _num(row[2])):
+        return None
+    state, wchan, *sched = (list(row[3:]) + [None, None])[:2] + list(row[5:8])
+    sched = (sched + [None] * 3)[:3]
+    if not all(type(v) is int and 0 <= v < 2**62 for v in sched):
+        sched = [None, None, None]  # the three schedstat counters are read together, or not at all
+    return [row[0], row[1], row[2], state if isinstance(state, str) else None,
+            wchan if isinstance(wchan, str) else None, *sched]
+
+
+def process_records(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """PROCESS records with their types checked: one malformed record (a t_ns that is not an int,
+    CPU times that are not numbers) is dropped and counted (``Bundle.invalid_records``), not the
+    stream; a malformed thread row costs only that row."""
+    out = []
+    for r in records:
+        if type(r.get("t_ns")) is not int or not 0 < r["t_ns"] < 2**62 or not all(
+                _num(r[k]) for k in ("cpu_user_s", "cpu_system_s") if k in r):
+            continue
+        if "threads" in r:
+            rows = r["threads"] if isinstance(r["threads"], list) else []
+            r = {**r, "threads": [x for x in map(_row, rows) if x is not None]}
+        out.append(r)
+    return tuple(out)
+
+
 def read_json_list(path: Path) -> list[dict[str, Any]] | None:
     """A file holding one JSON array (py-spy's chrometrace): its objects, or None if unreadable."""
     try:
@@ -249,7 +282,7 @@ class NvmlCallRecord(TypedDict, total=False):
 
 # ---- the streams ---------------------------------------------------------------------------------
 
-PROCESS = StreamSpec("process.jsonl", "process", ProcessRecord, record_tuple)
+PROCESS = StreamSpec("process.jsonl", "process", ProcessRecord, process_records)
 THREADS = StreamSpec("threads.jsonl", "process", ThreadNameRecord, record_tuple)
 PYSPY = StreamSpec("pyspy.jsonl", "pyspy", PyspyWindowRecord, record_tuple)
 PYSPY_SOURCES = StreamSpec("pyspy-sources.jsonl", "pyspy", PyspySourceRecord, record_tuple)

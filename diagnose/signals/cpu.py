@@ -56,6 +56,15 @@ class PyspyWindow:
     segments: tuple[Segment, ...] | None
 
 
+def window_origin_ns(record: dict[str, Any]) -> int | None:
+    """A py-spy window's Unix origin (ns): an int, or a float such as jq writes, inside the int64
+    range; anything else is unknown (its stacks then have no place on the common clock)."""
+    o = record.get("origin_ns")
+    if isinstance(o, bool) or not isinstance(o, (int, float)) or not 0 < o < 2**62:
+        return None
+    return int(o)
+
+
 def _window_no(record: dict[str, Any]) -> int | float:
     n = record.get("window", 0)
     return n if isinstance(n, (int, float)) and not isinstance(n, bool) else 0
@@ -97,7 +106,7 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
         if window.segments is None:
             bad += 1
             continue
-        origin = window.record.get("origin_ns")
+        origin = window_origin_ns(window.record)
         for seg in window.segments:
             cat = stack_category(bundle, seg.frames, sources)
             reading = None
@@ -180,11 +189,10 @@ def worker_signals(profile: StackProfile, in_flight: Signal | None, reason: str)
 def pyspy_quality(windows: list[dict[str, Any]], bad: int) -> dict[str, Any]:
     samples = sum(int(w.get("samples", 0)) for w in windows)
     errors = sum(int(w.get("errors", 0)) for w in windows)
-    gaps_ms = [
-        (b["origin_ns"] - (a["origin_ns"] + a.get("last_ts_us", 0) * 1000)) / 1e6
-        for a, b in zip(windows, windows[1:])
-        if "origin_ns" in a and "origin_ns" in b
-    ]
+    last = [float(w["last_ts_us"]) if isinstance(w.get("last_ts_us"), (int, float)) else 0.0 for w in windows]
+    origins = [window_origin_ns(w) for w in windows]
+    gaps_ms = [(ob - (oa + la * 1000)) / 1e6 for oa, ob, la in zip(origins, origins[1:], last)
+               if oa is not None and ob is not None]
     return {
         "pyspy_windows": len(windows),
         "pyspy_unreadable_windows": bad,

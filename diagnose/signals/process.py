@@ -40,6 +40,9 @@ class ProcessSummary:
     children_cpu_s: float | None = None  # with --subprocesses: CPU of all descendants over the capture
 
 
+MAX_CONNECTIONS = 10**7  # more accepted connections than any kernel holds: a malformed record
+
+
 def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> ProcessSummary | None:
     """Reduce PROCESS records (time-ordered); None with fewer than two records."""
     if len(records) < 2:
@@ -58,8 +61,8 @@ def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> Pro
         io_write_bytes=_diff(first, last, "io_write_bytes"),
         rss_max_bytes=max(r.get("rss_bytes", 0) for r in records),
         connections_max=max(conns) if conns else None,
-        tcp_accepted=tuple(int(r["tcp"]["accepted"]) for r in records
-                           if isinstance(r.get("tcp"), dict) and isinstance(r["tcp"].get("accepted"), int)),
+        tcp_accepted=tuple(r["tcp"]["accepted"] for r in records if isinstance(r.get("tcp"), dict)
+                           and type(r["tcp"].get("accepted")) is int and 0 <= r["tcp"]["accepted"] <= MAX_CONNECTIONS),
         children_cpu_s=_children_cpu(records),
     )
 

@@ -7,6 +7,7 @@ sampled thread-time. Pure functions: input is parsed JSON, output is dataclasses
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -16,7 +17,7 @@ from typing import Any
 
 from diagnose.rules.frame_catalog import FRAME_CATALOG, PARKED, Category, FramePattern
 
-_THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]+|\d+)\):?\s*(.*)$")
+_THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]{1,16}|\d{1,19})\):?\s*(.*)$")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]
     last_ts: dict[int, float] = {}
     out: list[Segment] = []
     for ev in sorted(
-        (e for e in events if e.get("ph") in ("B", "E")),
+        (e for e in events if isinstance(e, dict) and e.get("ph") in ("B", "E") and _well_formed(e)),
         key=lambda e: float(e.get("ts", 0)),  # stable: same-µs events keep py-spy's order
     ):
         key = int(ev.get("tid", 0))
@@ -66,6 +67,13 @@ def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]
         elif stack:
             stack.pop()
     return out
+
+
+def _well_formed(ev: dict[str, Any]) -> bool:
+    """One event's tid and ts are numbers: a malformed event costs itself, not its window."""
+    tid, ts = ev.get("tid", 0), ev.get("ts", 0)
+    return (type(tid) is int and abs(tid) < 2**63 and isinstance(ts, (int, float)) and not isinstance(ts, bool)
+            and math.isfinite(ts))
 
 
 def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:

@@ -26,7 +26,7 @@ from diagnose.rules.gpu_specs import (
     parse_overrides,
 )
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category
+from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, window_origin_ns
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
@@ -98,8 +98,8 @@ def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
     sources = load_sources(bundle)
     segs = []
     for w in pyspy_windows(bundle):
-        origin = w.record.get("origin_ns")
-        if type(origin) is int and w.segments is not None:
+        origin = window_origin_ns(w.record)
+        if origin is not None and w.segments is not None:
             segs += [(origin, seg) for seg in w.segments]
     names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
     out = []
@@ -189,10 +189,12 @@ def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reaso
     return out
 
 
-def _apart(reports: list[TraceReport], reason: str) -> tuple[list[TraceReport], dict[str, Any] | None]:
-    """Traces that do not belong together (signals/trace_groups.py): the signals read the group with
-    the largest GPU window; every group's own signal values go to the details, with a warning."""
-    groups = trace_groups(reports)
+def _apart(reports: list[TraceReport], reason: str,
+           capture: tuple[int, int] | None) -> tuple[list[TraceReport], dict[str, Any] | None]:
+    """Traces that do not belong together (signals/trace_groups.py): the signals read the group
+    inside the capture window, else the one with the largest GPU window; every group's own signal
+    values go to the details, with a warning."""
+    groups = trace_groups(reports, capture)
     if len(groups) < 2:
         return reports, None
     rows: list[dict[str, Any]] = []
@@ -205,8 +207,8 @@ def _apart(reports: list[TraceReport], reason: str) -> tuple[list[TraceReport], 
                                       for r in (reports[j] for j in g)],
                      "signals": {n: s.value for n, s in sig.items() if s.value is not None}})
     warning = (f"{len(reports)} torch traces do not belong together ({why_apart(reports, groups)}): each group "
-               f"is analysed on its own; the verdict reads the one with the largest GPU window "
-               f"({', '.join(rows[0]['files'])})")
+               f"is analysed on its own; the verdict reads {', '.join(rows[0]['files'])} "
+               f"({'inside the capture window' if capture else 'the largest GPU window'})")
     return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
 
 
@@ -214,7 +216,8 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     """gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals; ``params.timeline`` sets the gap,
     kernel-wait and short-kernel thresholds."""
     all_reports, trace_errors = _reports(bundle, params.timeline)
-    reports, apart = _apart(all_reports, NO_TRACE)
+    imported = bundle.manifest.get("end_reason") == "imported"  # its window is the files' own span
+    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle))
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"

@@ -22,31 +22,37 @@ def _models(r: TraceReport) -> frozenset[str]:
     return frozenset(r.meta.devices)
 
 
-def _together(a: TraceReport, b: TraceReport) -> bool:
-    if _models(a) and _models(b) and _models(a) != _models(b):
-        return False
-    wa, wb = _window(a), _window(b)
-    if wa is None or wb is None:
-        return True  # no clock to tell them apart: one job, as before
-    gap_ns = max(wa[0], wb[0]) - min(wa[1], wb[1])  # negative: the windows overlap
-    return gap_ns <= MAX_GAP_NS
-
-
-def trace_groups(reports: list[TraceReport]) -> list[list[int]]:
-    """Indices of ``reports`` in groups that belong together, the largest GPU window first."""
+def trace_groups(reports: list[TraceReport], capture: tuple[int, int] | None = None) -> list[list[int]]:
+    """Indices of ``reports`` in groups that belong together: same GPU models, each window within
+    MAX_GAP_NS of the group's previous one (a job profiled every few minutes stays one group).
+    Groups whose windows overlap the bundle's ``capture`` window come first (a foreign trace
+    indexed into a bundle never speaks for it), then the largest GPU window."""
+    order = sorted(range(len(reports)), key=lambda i: (w[0] if (w := _window(reports[i])) else -1, i))
     groups: list[list[int]] = []
-    for i, r in enumerate(reports):
-        for g in groups:
-            if all(_together(r, reports[j]) for j in g):
+    ends: list[int | None] = []
+    for i in order:
+        w = _window(reports[i])
+        for gi, g in enumerate(groups):
+            first = reports[g[0]]
+            same = not (_models(first) and _models(reports[i]) and _models(first) != _models(reports[i]))
+            end = ends[gi]
+            if same and (w is None or end is None or w[0] - end <= MAX_GAP_NS):
                 g.append(i)
+                if w is not None:
+                    ends[gi] = w[1] if end is None else max(end, w[1])
                 break
         else:
             groups.append([i])
+            ends.append(w[1] if w else None)
+
+    def inside(g: list[int]) -> bool:
+        return capture is not None and any((w := _window(reports[j])) and w[0] < capture[1] and capture[0] < w[1]
+                                           for j in g)
 
     def size(g: list[int]) -> int:
         return sum(t.span_ns for j in g if (t := reports[j].temporal) is not None)
 
-    return sorted(groups, key=lambda g: -size(g))
+    return sorted((sorted(g) for g in groups), key=lambda g: (not inside(g), -size(g)))
 
 
 def why_apart(reports: list[TraceReport], groups: list[list[int]]) -> str:

@@ -128,7 +128,9 @@ def batch_dim(name: str, args: dict[str, Any]) -> int:
     if not BATCHED_OPS.match(name):
         return -1
     shape = OpArgs.of(args).shape(0)
-    return int(shape[0]) if shape and len(shape) >= 2 and isinstance(shape[0], int) and shape[0] >= 0 else -1
+    if shape is None or len(shape) < 2 or not isinstance(shape[0], int) or not 1 <= shape[0] < 2**31:
+        return -1  # not a batched input, or an empty (0-row) or absurd one: says nothing of the batch
+    return int(shape[0])
 
 
 __all__ = ["BATCHED_OPS", "DTYPE_BYTES", "OpArgs", "PRECISIONS", "batch_dim", "numel", "precision_code"]

@@ -122,7 +122,9 @@ def test_malformed_streams_cost_their_signals_not_the_report(tmp_path):
     res = run_diagnose("analyze", str(b), "--format", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert "cpu_signals" in doc["data_quality"]["source_errors"]
+    # each malformed record is dropped and counted (not the stream, not the report)
+    assert doc["data_quality"]["invalid_stream_records"] == {"process.jsonl": 3}
+    assert doc["signals"]["cpu.process_util_pct"]["value"] is None
     assert doc["verdict"]["quadrant"] == "unknown"
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from typing import Any
 
@@ -12,8 +13,13 @@ from diagnose.render.units import fmt_value, utc_datetime
 MAX_FRAMES = 8
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """One line of literal text: control characters (CR, ESC...) out, HTML and table pipes escaped.
+    (Full GFM escaping of target-supplied names is issue 13's.)"""
+    return _CONTROL.sub(" ", str(text)).replace("<", "&lt;").replace("|", "\\|")
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -158,7 +164,7 @@ class MarkdownRenderer(Renderer):
              ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
             for c in m.get("collectors", [])])
         dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
-        out += [f"- {k.replace('_', ' ')}: {_plain(v)}" for k, v in dq.items()] + [""]
+        out += [f"- {k.replace('_', ' ')}: {_cell(_plain(v))}" for k, v in dq.items()] + [""]
         out += ["## Reproduce", "", "```", reproduce_command(m), "```", ""]
         return out
 

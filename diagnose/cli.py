@@ -296,6 +296,9 @@ def _echo_account(rep) -> None:
 
     for line in account_lines(rep.analysis):
         click.echo(line)
+    apart = rep.analysis.data_quality.get("traces_apart")
+    if apart:
+        click.echo(f"diagnose: warning: {apart}", err=True)
 
 
 def _echo_document(body: str | bytes) -> None:

@@ -133,10 +133,19 @@ _CPU_RULES: tuple[Rule, ...] = (
         "secondary.lock_contention", "Threads contend on locks", None, L.SERVICE, S.INFO,
         (Condition("cpu.category_share_pct[lock_wait]", ">=", 20.0, 40.0),),
         "{0:.0f}% of active Python thread-time waits on a lock.",
-        ("Shorten critical sections; use per-worker queues instead of a shared lock",),
+        ("If the lock guards a connection or client (a pool of one), raise the pool size or make the call "
+         "outside the lock",
+         "Shorten critical sections; use per-worker queues instead of a shared lock"),
     ),
 )
 
 # A CPU verdict needs the GPU (where one is measured) not to be the busy side.
-CPU_RULES: tuple[Rule, ...] = tuple(replace(r, unless=GPU_BUSY, unless_reason=GPU_BUSY_REASON) if r.quadrant else r
-                                    for r in _CPU_RULES)
+_GATED: tuple[Rule, ...] = tuple(replace(r, unless=GPU_BUSY, unless_reason=GPU_BUSY_REASON) if r.quadrant else r
+                                 for r in _CPU_RULES)
+# A target that waits for a core longer than it runs (wait/(run+wait) >= 55%: 1.25x, the account's
+# starved-host ratio) is held back by its host: one busy interpreter there is not "GIL-bound".
+STARVED = Condition("cpu.runqueue_wait_pct", ">=", 55.0, 0.0)
+CPU_RULES: tuple[Rule, ...] = tuple(
+    replace(r, unless=r.unless + (STARVED,), unless_reason="another layer holds the system back (the GPU is busy), "
+            "or the target waits for a core longer than it runs (its host holds it back: see the verdict)")
+    if r.id == "service.gil_bound" else r for r in _GATED)

@@ -66,7 +66,8 @@ FRAME_CATALOG: tuple[FramePattern, ...] = (
     FramePattern(C.IO_MAYBE, source=r"\.(read|readinto|readline|readlines|write|send|flush)\(|\bos\.(read|pread|write)\(|\bopen\(",
                  leaf_only=True),
     # Lock / queue contention.
-    FramePattern(C.LOCK_WAIT, source=r"\.acquire\(|^\s*with\s+\w*(lock|mutex|sem)\w*\s*:", leaf_only=True),
+    FramePattern(C.LOCK_WAIT, source=r"\.acquire\(|(?i:^\s*(async\s+)?with\s+[\w.]*(lock|mutex|sem|semaphore)(_\w+)?(\(\))?\s*:)",
+                 leaf_only=True),
     FramePattern(C.LOCK_WAIT, function=r"^(Lock|RLock|Semaphore|BoundedSemaphore|Barrier)\.", leaf_only=True),
     FramePattern(C.GC, source=r"\bgc\.collect\(", leaf_only=True),
     FramePattern(C.CUDA_SYNC, source=r"cuda\.synchronize\(|\.item\(\)|\.cpu\(\)|\.numpy\(\)", leaf_only=True),

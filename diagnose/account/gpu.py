@@ -107,7 +107,9 @@ def gpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account 
         idle_ev["gpu.idle_outside"] = f"the kernel window covers only {cover:.1f}% of the profiled host time"
         total_s = window_s * 100.0 / cover
         notes.append("the account spans the profiled host time: the kernel window covers under half of it")
-    return Account("gpu", "GPU time over the kernel window", "GPU-s", total_s,
+    title = ("GPU time over the kernel window" if total_s == window_s
+             else f"GPU time over the profiled host time (the kernel window covers {cover:.0f}% of it)")
+    return Account("gpu", title, "GPU-s", total_s,
                    _terms(parts, total_s, {**busy_ev, **idle_ev}), tuple(notes),
                    SRC + " temporal breakdown and idle breakdown (HTA definitions), py-spy in the gaps",
                    _events(details))

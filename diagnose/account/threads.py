@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS
-from diagnose.model import Account, AccountTerm, Signal
+from diagnose.model import Account, AccountTerm, Layer, Signal
 from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import (
     KERNEL_TOLERANCE_NS,
@@ -42,6 +42,9 @@ IN_FLIGHT_TOLERANCE_NS = 1_500_000_000  # TCP readings come at ~1 Hz
 _EVENT_LOOP = re.compile(r"^\w*\.?(run_forever|_run_once) \(.*asyncio/")
 BIN_NS = 50_000_000  # waits are attributed to what other threads did within the same 50 ms
 MAX_SEGMENT_NS = 3600 * 10**9  # no py-spy window lasts an hour: longer segments are malformed
+CALIBRATED = ON_CPU - {"cpu.compute"}
+MIN_READINGS, IO_READINGS_MIN_SHARE = 20, 0.05
+CPU_SLACK, CPU_SLACK_NS = 1.25, 100_000_000  # sampled "running" may exceed measured CPU by this much
 LOOP_MIN_RUN = 0.005  # an event loop running less than this share of its samples serves nobody
 ONLY_WAITING = 0.95  # a thread waiting for work this much of its sampled time is not part of the work
 GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL long enough to be waited on
@@ -135,6 +138,21 @@ def _kind(cat: str, reading: Reading | None) -> str:
     return kind
 
 
+def _kernel_saw_io(usage: dict[int, ThreadUsage]) -> bool:
+    """Whether the /proc readings ever found the target's working threads in an IO wait: when
+    there are enough readings and almost none is, a socket/file frame without a reading of its own
+    (a thread too short-lived to be read) waits for the GIL or a lock after its call, not on IO."""
+    counts = {"io_wait": 0, "work": 0}
+    for tu in usage.values():
+        for r in tu.readings:
+            if r.cls == "io_wait":
+                counts["io_wait"] += 1
+            elif r.cls in ("running", "lock_wait"):
+                counts["work"] += 1
+    seen = counts["io_wait"] + counts["work"]
+    return seen < MIN_READINGS or counts["io_wait"] >= IO_READINGS_MIN_SHARE * seen
+
+
 def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
     """Every py-spy segment of the target's own threads, as (tid, time, kind) on the Unix clock,
     clipped to its window; on-CPU segments split into the part spent running and the part waiting
@@ -147,7 +165,9 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
     windows = pyspy_windows(bundle)
     names = {s.tid: s.thread for w in windows for s in (w.segments or ()) if s.thread != "?"}
     skip_agent = _agent_ran(bundle)
-    dropped = {"agent_threads": 0, "windows_without_origin": 0, "duplicate_windows": 0}
+    io_seen = _kernel_saw_io(usage)
+    dropped = {"agent_threads": 0, "windows_without_origin": 0, "duplicate_windows": 0,
+               "io_frames_without_io_waits": 0}
     seen_files: set[str] = set()
     out = []
     for w in windows:
@@ -174,6 +194,9 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
                 continue
             reading = kernel.at(seg.tid, (lo + hi) // 2, KERNEL_TOLERANCE_NS)
             cat = resolve_io(stack_category(bundle, seg.frames, sources), reading)
+            if cat == Category.IO_WAIT and reading is None and not io_seen:
+                dropped["io_frames_without_io_waits"] += 1
+                cat = Category.LOCK_WAIT
             kind = _kind(cat, reading)
             if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) \
                     and _requests_open(in_flight, (lo + hi) // 2):
@@ -193,7 +216,42 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
                 out.append(_Piece(seg.tid, lo, cut, kind))
             if hi > cut:
                 out.append(_Piece(seg.tid, cut, hi, "wait.core"))
+    out, dropped["calibrated"] = _calibrate(out, usage)
     return _idle_loops(out), {k: v for k, v in dropped.items() if v}
+
+
+def _calibrate(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> tuple[list[_Piece], int]:
+    """py-spy says where a thread is, not whether it ran: a thread whose "running" samples add up to
+    more than the CPU time /proc measured for it (utime + stime) was asleep for the rest, most
+    likely in a futex (a lock, a condition, the GIL) where no kernel reading caught it. That part
+    of each of its on-CPU pieces becomes a lock wait (attributed like one). Framework compute is
+    left alone: its work runs on native pool threads (OpenMP, intra-op), not the caller's."""
+    running: dict[int, int] = defaultdict(int)
+    for p in pieces:
+        if p.kind in CALIBRATED:
+            running[p.tid] += p.end_ns - p.start_ns
+    keep: dict[int, float] = {}
+    for tid, ns in running.items():
+        tu = usage.get(tid)
+        if tu is None or len(tu.readings) < 2:
+            continue
+        cpu_ns = max(0.0, tu.cpu_s) * 1e9
+        if ns > CPU_SLACK * cpu_ns + CPU_SLACK_NS:
+            keep[tid] = cpu_ns / ns
+    if not keep:
+        return pieces, 0
+    out = []
+    for p in pieces:
+        f = keep.get(p.tid)
+        if f is None or p.kind not in CALIBRATED:
+            out.append(p)
+            continue
+        cut = p.start_ns + int((p.end_ns - p.start_ns) * f)
+        if cut > p.start_ns:
+            out.append(replace(p, end_ns=cut))
+        if p.end_ns > cut:
+            out.append(replace(p, start_ns=cut, kind="io.wait" if p.kind == "io.copy" else "lock"))
+    return out, len(keep)
 
 
 def _idle_loops(pieces: list[_Piece]) -> list[_Piece]:
@@ -320,8 +378,12 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
         if wait == "handoff" and kind == "cpu.compute" and unbatched and s >= QUEUED_MIN * own.get("cpu.compute", 0.0):
             k, key, label = UNBATCHED, UNBATCHED.kind, UNBATCHED.label
         else:
-            k, key = target, f"{wait}>{kind}"
-            label = f"{WAIT_NAMES[wait]} wait behind: {target.label}"
+            key = f"{wait}>{kind}"
+            # a lock is the service's own code (a pool of one, a global lock): the quadrant is what
+            # its holders do, the first place to act is the lock
+            k = replace(target, layer=Layer.SERVICE, rule_id="secondary.lock_contention") if wait == "lock" \
+                and target.quadrant is not None else target
+            label = f"{WAIT_NAMES[wait]} wait, the other threads meanwhile: {target.label}"
         prev = merged.get(key)
         merged[key] = (k, label, s + (prev[2] if prev else 0.0),
                        f"{what} while other threads were in: {target.label} (same {BIN_NS // 1_000_000} ms bins)")
@@ -329,6 +391,14 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
         terms.append(_term(k, key, label, s, total, f"{s:.2f} of {total:.2f} thread-s: {why}"))
     terms.sort(key=lambda t: -t.share)
     notes = [f"{threads} thread(s) accounted"]
+    calibrated = dropped.pop("calibrated", 0)
+    io_unseen = dropped.pop("io_frames_without_io_waits", 0)
+    if io_unseen:
+        notes.append(f"{io_unseen} socket/file stack(s) without a /proc reading counted as lock/GIL waits: the "
+                     "kernel never saw the target's threads in an IO wait")
+    if calibrated:
+        notes.append(f"{calibrated} thread(s) ran less than py-spy sampled them running (/proc CPU time): "
+                     "the rest counted as lock waits")
     if dropped:
         notes.append("left out: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(dropped.items())))
     if left_out:

@@ -44,10 +44,11 @@ def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
     """The limiting account as plain text lines, for the terminal (``analyze``, ``attach``)."""
     if not a.accounts:
         return ["where the time went: no source in this capture accounts for time"]
-    acc = a.accounts[0]
-    out = [f"where the time went ({acc.title}, {acc.total_s:.2f} {acc.unit}):"]
-    for r in account_rows_of(acc, min_share):
-        out.append(f"  {r.share_pct:4.0f}%  {r.quadrant:<10} {r.layer:<8} {r.term}")
+    out = []
+    for acc in a.accounts[:1] + tuple(x for x in a.accounts[1:] if "analysed apart" in x.title):
+        out.append(f"where the time went ({acc.title}, {acc.total_s:.2f} {acc.unit}):")
+        for r in account_rows_of(acc, min_share):
+            out.append(f"  {r.share_pct:4.0f}%  {r.quadrant:<10} {r.layer:<8} {r.term}")
     if a.verdict.confidence_reason:
         out.append(f"confidence {a.verdict.confidence:.2f}: {a.verdict.confidence_reason}")
     return out

@@ -5,7 +5,8 @@ first); what the terms leave of 1 is "not attributed". A second quadrant holding
 MIXED_RATIO of the first one's share (and MIXED_MIN_SHARE of the time) makes a mixed verdict.
 "unknown" only when nothing captured accounts for time (or a finding such as "the target was
 stopped" blocks a verdict); "no load" when the threads mostly waited for work; a target that
-waited for cores clearly longer than it ran (STARVED_RATIO) is starved by its host (system layer), never GIL-bound.
+waited for cores clearly longer than it ran (STARVED_RATIO) is starved by its host: its quadrant
+stays that of its own work, the layer to act on first is the system, never "GIL-bound".
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     (q1, s1), (q2, s2) = ranked[0], ranked[1]
     conf, why = confidence(acc, s1, s2, quality, dq, missing)
-    special = _starved(acc, scores, conf, why) or _no_load(acc, scores, conf, why)
+    special = _starved(acc, scores, q1, conf, why) or _no_load(acc, scores, conf, why)
     if special is not None:
         return special
     if s1 <= 0:
@@ -109,18 +110,23 @@ def _plan(q: Quadrant, first: Layer | None) -> str:
     return " -> ".join(x.value for x in layers)
 
 
-def _starved(acc: Account, scores: dict[Quadrant, float], conf: float, why: str) -> Verdict | None:
-    if acc.resource != "threads":
+def _starved(acc: Account, scores: dict[Quadrant, float], top: Quadrant, conf: float,
+             why: str) -> Verdict | None:
+    """The target's own work keeps its quadrant (the largest share); the layer to act on first is
+    the system, because the host, not the target's code, holds it back."""
+    if acc.resource != "threads" or scores[top] <= 0:
         return None
     core = sum(t.share for t in acc.terms if t.kind == "wait.core")
     ran = sum(t.share for t in acc.terms if t.kind in ON_CPU)
     if core < STARVED_MIN_SHARE or core < STARVED_RATIO * ran:
         return None
-    return Verdict(Quadrant.COMPUTE, Layer.SYSTEM, scores, conf,
-                   f"compute-bound: act on the system layer first (plan: system -> service). Starved by its host: "
-                   f"the target's threads waited for a CPU core {core:.0%} of their sampled time and ran "
-                   f"{ran:.0%}: other processes (or a CPU quota) hold it back; more worker processes would make it "
-                   f"worse. Give it dedicated cores or a larger quota, then measure again.",
+    plan = _plan(top, Layer.SYSTEM)
+    return Verdict(top, Layer.SYSTEM, scores, conf,
+                   f"{top.value}-bound: act on the system layer first (plan: {plan}). Starved by its host: the "
+                   f"target's threads waited for a CPU core {core:.0%} of their sampled time and ran on one "
+                   f"{ran:.0%} (both shares of sampled thread-time): other processes (or a CPU quota) hold it back, "
+                   "so more worker processes would make it worse. Give it dedicated cores or a larger quota, then "
+                   f"measure again; its own work is {top.value} ({_lead(acc, top).label}).",
                    None, acc.resource, why)
 
 

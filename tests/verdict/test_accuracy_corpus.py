@@ -163,7 +163,8 @@ def test_lock_around_slow_upstream_is_io(workload, tmp_path):
             doc = _attach(proc.pid, tmp_path)
         assert done[0] > 20
     terms = {t["kind"]: t["share"] for t in doc["account"][0]["terms"]}
-    assert _verdict(doc) == ("io", "system"), (doc["verdict"], terms)
+    # IO-bound (the upstream); the first place to act is the lock around it (a pool of one)
+    assert _verdict(doc) == ("io", "service"), (doc["verdict"], terms)
     assert terms.get("lock>io.wait", 0) > 0.3, terms  # the lock waits are attributed to the upstream read
     assert doc["signals"]["tcp.in_flight_mean"]["value"] >= 4  # 8 keep-alive clients seen from outside
 
@@ -187,10 +188,13 @@ def test_unbatched_model_worker_is_service_queueing(service, tmp_path):  # noqa:
 def test_service_starved_by_its_host_is_not_gil_bound(workload, tmp_path):
     proc = workload("crowded_json")
     doc = _attach(proc.pid, tmp_path)
-    assert _verdict(doc) == ("compute", "system"), doc["verdict"]
+    # its own work (JSON) keeps its quadrant; the host is where to act first
+    assert _verdict(doc) == ("service", "system"), doc["verdict"]
     head = doc["verdict"]["headline"]
-    assert "Starved by its host" in head and "GIL" not in head.split(".")[1]
+    assert "Starved by its host" in head and "GIL" not in head
     assert "more worker processes would make it worse" in head
+    gil = [f for f in doc["findings"] if f["rule_id"] == "service.gil_bound"]
+    assert all(f["quadrant"] == "secondary" and "waits for a core" in f["summary"] for f in gil)
 
 
 def test_idle_service_is_no_load(workload, tmp_path):

@@ -144,7 +144,7 @@ def _clients(port: int, n: int, path: str):
 
 
 def _attach(pid: int, out: Path, *extra: str) -> dict:
-    res = run_diagnose("attach", str(pid), "--duration", "6", "--out", str(out), "--no-tui", *extra, timeout=150)
+    res = run_diagnose("attach", str(pid), "--duration", "4", "--out", str(out), "--no-tui", *extra, timeout=150)
     assert res.returncode == 0, res.stderr
     assert "where the time went" in res.stdout  # the CLI prints the account
     return findings(only_bundle(out))

@@ -21,6 +21,9 @@ from .threads import thread_account
 SOURCES: tuple[tuple[str, Callable[[Bundle, Extracted], Account | None]], ...] = (
     ("gpu", lambda b, ex: gpu_account(ex.signals, ex.details)
      or gpu_counters_account(ex.signals, ex.data_quality.get("capture_s"))),
+    # with a kernel timeline too, the counters' account is a second opinion on the GPU's busy time
+    ("gpu_counters", lambda b, ex: gpu_counters_account(ex.signals, ex.data_quality.get("capture_s"))
+     if gpu_account(ex.signals, ex.details) is not None else None),
     ("threads", lambda b, ex: thread_account(b, ex.signals)),
     ("requests", lambda b, ex: request_account(ex.signals, ex.details)),
     ("torch_ops", lambda b, ex: torch_cpu_account(ex.signals, ex.details)),

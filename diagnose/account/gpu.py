@@ -138,10 +138,10 @@ def gpu_counters_account(signals: dict[str, Signal], capture_s: float | None) ->
     parts = {"gpu.compute": busy * math / (math + dram), "gpu.memory": busy * dram / (math + dram)}
     ev = {k: f"GPU busy {busy:.0f}% of the capture; math pipes {math:.0f}%, DRAM activity {dram:.0f}% "
              "(counters; busy time split in that ratio)" for k in parts}
-    return Account("gpu", "GPU time over the capture (counters, no kernel timeline)", "GPU-s", total_s,
+    return Account("gpu", "GPU time over the capture (GPU counters)", "GPU-s", total_s,
                    _terms(parts, total_s, ev),
-                   ("no kernel timeline: idle time is not attributed; busy time split by math-pipe vs DRAM "
-                    "activity",), "GPU counters (DCGM/GPM engine, pipe and DRAM activity; NVML utilization)")
+                   ("counters cannot say what an idle GPU waited for: idle time is not attributed; busy time split "
+                    "by math-pipe vs DRAM activity",), "GPU counters (DCGM/GPM engine, pipe and DRAM activity; NVML utilization)")
 
 
 def torch_cpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account | None:

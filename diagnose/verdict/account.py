@@ -40,23 +40,37 @@ def _finding(findings: list[Finding], term: AccountTerm) -> Finding | None:
     return next((f for f in findings if f.rule_id == term.rule_id), None)
 
 
+def _agrees(accounts: tuple[Account, ...], top: Quadrant) -> bool:
+    """Another account of the same resource (the GPU counters beside its kernel timeline) puts the
+    same quadrant first: thin data corroborated by a second source."""
+    first = accounts[0]
+    for other in accounts[1:]:
+        if other.resource == first.resource and other.terms:
+            shares = _scores(other)
+            if max(shares, key=shares.__getitem__) == top and shares[top] > 0:
+                return True
+    return False
+
+
 def confidence(acc: Account, top: float, second: float, quality: float,
-               dq: dict, missing: list[str]) -> tuple[float, str]:
+               dq: dict, missing: list[str], corroborated: bool = False) -> tuple[float, str]:
     """Confidence 0..1 and the one line that explains it."""
     attributed = 1.0 - acc.not_attributed
     margin = (top - second) / top if top > 0 else 0.0
     quality = quality if acc.resource == "threads" else 1.0  # thin stacks weaken only the thread account
     few = MIN_OBSERVATIONS.get(acc.resource)
-    if few and acc.observations is not None and acc.observations < few:
-        quality *= max(0.2, acc.observations / few)
+    thin = bool(few and acc.observations is not None and acc.observations < few)
+    if thin and not corroborated:
+        quality *= max(0.2, (acc.observations or 0) / (few or 1))
     value = max(0.05, min(0.95, quality * attributed * (0.5 + 0.5 * margin)))
     parts = [f"the {NAMES.get(acc.resource, acc.resource)} account attributes {attributed:.0%} of "
              f"{acc.total_s:.2f} {acc.unit}", f"the lead holds {top:.0%} against {second:.0%} for the next"]
     samples = dq.get("pyspy_samples")
     if samples is not None and acc.resource == "threads":
         parts.append(f"{samples} py-spy samples" + (" (few)" if samples < MIN_CONFIDENT_SAMPLES else ""))
-    if few and acc.observations is not None and acc.observations < few:
-        parts.append(f"only {acc.observations} {OBSERVED[acc.resource]} (few)")
+    if thin:
+        parts.append(f"only {acc.observations} {OBSERVED[acc.resource]}"
+                     + (" (few, but the GPU counters agree)" if corroborated else " (few)"))
     if missing:
         parts.append("no " + ", no ".join(missing))
     if dq.get("traces_apart"):
@@ -82,7 +96,7 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     scores = _scores(acc)
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     (q1, s1), (q2, s2) = ranked[0], ranked[1]
-    conf, why = confidence(acc, s1, s2, quality, dq, missing)
+    conf, why = confidence(acc, s1, s2, quality, dq, missing, _agrees(accounts, q1))
     special = _starved(acc, scores, q1, conf, why) or _no_load(acc, scores, conf, why)
     if special is not None:
         return special

@@ -354,12 +354,15 @@ def load_thresholds(path: Path | None) -> dict[str, float]:
               help=format_help("Renderer. "))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file (mode 0600) instead of stdout.")
+@click.option("--full", is_flag=True, help="With -f md: the full report (the same as -f md-full): also the "
+              "timeline, GPU, thread, signal and collector tables.")
 @thresholds_option
-def report(bundle: Path, fmt: str, output: Path | None, thresholds: Path | None) -> None:
+def report(bundle: Path, fmt: str, output: Path | None, full: bool, thresholds: Path | None) -> None:
     """Render a bundle's analysis in another format without touching the bundle."""
     from diagnose.bundle import write_private_bytes
     from diagnose.render import render
 
+    fmt = "md-full" if full and fmt == "md" else fmt
     body = render(open_report(bundle, load_thresholds(thresholds)), fmt)
     if output is None:
         _echo_document(body)
@@ -393,6 +396,42 @@ def rules_command() -> None:
 
     for line in rules_table(RULES):
         click.echo(line)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--target-qps", type=float, required=True, help="Requests/s the service must serve.")
+@click.option("--slo-p99", "slo_p99_ms", type=float, help="P99 latency objective in ms (checked against the capture).")
+@click.option("--headroom", type=float, default=1.3, show_default=True, help="Capacity multiplier over the bare need.")
+@click.option("--gpu-hour-price", type=float, help="Price of one GPU-hour: gives the cost per 1M output tokens.")
+@click.option("--gpus-per-instance", type=int, default=1, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan(bundle: Path, target_qps: float, slo_p99_ms: float | None, headroom: float, gpu_hour_price: float | None,
+         gpus_per_instance: int, fmt: str) -> None:
+    """Capacity and cost: instances = target QPS / per-instance QPS x headroom (QPS measured in the
+    capture), concurrency by Little's law, cost per 1M tokens from the measured tokens/s."""
+    import json
+
+    from diagnose.capacity.plan import PlanError, Target
+    from diagnose.capacity.plan import plan as make_plan
+
+    try:
+        p = make_plan(open_report(bundle, {}), Target(target_qps, slo_p99_ms, headroom, gpu_hour_price,
+                                                      gpus_per_instance))
+    except PlanError as exc:
+        raise fail(str(exc)) from None
+    if fmt == "json":
+        click.echo(json.dumps(p.to_json(), indent=2))
+        return
+    click.echo(f"per instance: {p.per_instance_qps:.1f} QPS measured, mean latency {p.mean_latency_ms:.1f} ms"
+               + (f", P99 {p.p99_ms:.1f} ms" if p.p99_ms is not None else ""))
+    click.echo(f"instances: {p.instances} (= ceil({target_qps:g} / {p.per_instance_qps:.1f} x {headroom:g}))")
+    click.echo(f"in flight at {target_qps:g} QPS (Little's law, QPS x mean latency): {p.in_flight_total:.1f} "
+               f"in all, {p.in_flight_per_instance:.1f} per instance")
+    if p.cost_per_1m_tokens is not None:
+        click.echo(f"cost per 1M output tokens: {p.cost_per_1m_tokens:.2f} (at {p.tokens_per_s:.0f} tokens/s)")
+    for note in p.notes:
+        click.echo(f"note: {note}")
 
 
 @main.command(epilog=EPILOG)

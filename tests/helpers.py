@@ -46,3 +46,26 @@ def only_bundle(out: Path) -> Path:
 
 def findings(bundle: Path) -> dict:
     return json.loads((bundle / "findings.json").read_text())
+
+
+def is_report(md: str) -> bool:
+    """A diagnose report.md: its first line is the verdict and the target (a ticket title)."""
+    first = md.lstrip().split("\n", 1)[0]
+    return first.startswith("# ") and ": " in first and "## Where the time went" in md
+
+
+def gfm_html(md: str) -> str:
+    """``md`` rendered by GitHub's own renderer (cmark-gfm, with its table/strikethrough/autolink
+    extensions and raw HTML allowed, as a hostile reading would have it)."""
+    import cmarkgfm
+    from cmarkgfm.cmark import Options
+
+    return cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
+
+
+def gfm_text(md: str) -> str:
+    """The text a reader sees once ``md`` is rendered: tags dropped, entities decoded."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", gfm_html(md)))

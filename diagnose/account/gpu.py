@@ -141,7 +141,8 @@ def gpu_counters_account(signals: dict[str, Signal], capture_s: float | None) ->
     return Account("gpu", "GPU time over the capture (GPU counters)", "GPU-s", total_s,
                    _terms(parts, total_s, ev),
                    ("counters cannot say what an idle GPU waited for: idle time is not attributed; busy time split "
-                    "by math-pipe vs DRAM activity",), "GPU counters (DCGM/GPM engine, pipe and DRAM activity; NVML utilization)")
+                    "by math-pipe vs DRAM activity",),
+                   "GPU counters (DCGM/GPM engine, pipe and DRAM activity; NVML utilization)")
 
 
 def torch_cpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account | None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from diagnose.model import Report
 from diagnose.render.base import Renderer
 from diagnose.render.findings_json import JsonRenderer
-from diagnose.render.markdown.report import MarkdownRenderer
+from diagnose.render.markdown.report import FullMarkdownRenderer, MarkdownRenderer
 from diagnose.render.speedscope import SpeedscopeRenderer
 
-RENDERERS: dict[str, type[Renderer]] = {r.format: r for r in (MarkdownRenderer, JsonRenderer, SpeedscopeRenderer)}
+RENDERERS: dict[str, type[Renderer]] = {r.format: r for r in (MarkdownRenderer, FullMarkdownRenderer, JsonRenderer,
+                                                              SpeedscopeRenderer)}
 
 
 class UnknownFormat(KeyError):

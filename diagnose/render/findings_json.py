@@ -1,11 +1,26 @@
-"""findings.json: the analysis plus the capture's identity (target, time, collector states)."""
+"""findings.json: the analysis plus the capture's identity (target, time, collector states).
+
+Its shape is the JSON Schema shipped beside this module (``findings-v1.schema.json``, version in
+``findings_schema_version``); tests/render/test_findings_schema.py validates every fixture's."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from diagnose import __version__
 from diagnose.model import Report
 from diagnose.render.base import Renderer
+
+FINDINGS_SCHEMA_VERSION = 1
+SCHEMA_FILE = f"findings-v{FINDINGS_SCHEMA_VERSION}.schema.json"
+
+
+def findings_schema() -> dict[str, Any]:
+    """The JSON Schema of findings.json (shipped in the package)."""
+    from importlib.resources import files
+
+    schema: dict[str, Any] = json.loads(files("diagnose.render").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+    return schema
 
 
 class JsonRenderer(Renderer):
@@ -18,6 +33,7 @@ class JsonRenderer(Renderer):
     def render(self, report: Report) -> str:
         analysis, manifest = report.analysis, report.manifest
         doc = {
+            "findings_schema_version": FINDINGS_SCHEMA_VERSION,
             "schema_version": manifest.get("schema_version"),
             "tool_version": __version__,
             "target": manifest.get("target"),

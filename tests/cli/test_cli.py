@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from helpers import REPO, findings, only_bundle, run_diagnose
+from helpers import REPO, findings, is_report, only_bundle, run_diagnose
 
 FIXTURE = REPO / "fixtures" / "cpu" / "service-json"
 
@@ -54,10 +54,10 @@ def test_report_renders_without_touching_bundle(tmp_path):
     b = tmp_path / "b"
     shutil.copytree(FIXTURE, b)
     res = run_diagnose("report", str(b), "-f", "md")
-    assert res.returncode == 0 and res.stdout.startswith("# diagnose report")
+    assert res.returncode == 0 and is_report(res.stdout)
     assert not (b / "report.md").exists()
     res = run_diagnose("report", str(b), "-f", "perfetto")
-    assert res.returncode == 2 and "'perfetto' is not one of 'md', 'json'" in res.stderr  # the registry
+    assert res.returncode == 2 and "'perfetto' is not one of 'md', 'md-full', 'json'" in res.stderr  # the registry
 
 
 def test_doctor_reports_pyspy_and_missing_nvml():

@@ -7,7 +7,7 @@ import pytest
 
 from diagnose.pipeline import analyse
 from diagnose.render import RENDERERS, UnknownFormat, render
-from helpers import REPO
+from helpers import REPO, gfm_text, is_report
 
 BUNDLE = REPO / "fixtures" / "cpu" / "service-json"
 
@@ -31,6 +31,7 @@ def test_every_renderer_declares_itself_and_shows_the_hot_function(fmt, report):
 @pytest.mark.parametrize("fmt", ["md", "json"])
 def test_documents_state_verdict_evidence_and_collectors(fmt, report):
     text = str(render(report, fmt))
+    text = gfm_text(text) if fmt == "md" else text  # what a reader of the rendered ticket sees
     assert "service" in text
     assert "cpu.category_share_pct[serialization]" in text
     assert "pyspy" in text and "process" in text
@@ -49,9 +50,13 @@ def test_an_unknown_format_names_the_registered_ones(report):
 
 
 def test_markdown_has_the_ticket_sections(report):
-    md = render(report, "md")
-    for heading in ("# diagnose report", "## Findings", "## Top stacks", "## Threads",
-                    "## Collectors and data quality", "## Reproduce", "## Could not judge"):
-        assert heading in md
+    md, full = render(report, "md"), render(report, "md-full")
+    assert is_report(md) and md.startswith("# Service-bound, act on the service layer: pid ")
+    for heading in ("## Where the time went", "## Key metrics", "## Findings", "## Top stacks", "## Could not judge",
+                    "## Environment", "## Reproduce"):
+        assert heading in md and heading in full
+    for heading in ("## Threads", "## Signals", "## Collectors and data quality"):
+        assert heading not in md and heading in full
     assert "diagnose attach" in md.split("## Reproduce")[1]
-    assert "pyspy error ratio" in md
+    assert "pyspy error ratio" in full
+    assert md.index("## Where the time went") < md.index("## Key metrics") < md.index("## Findings")

@@ -20,7 +20,7 @@ from diagnose.tui.widgets.findings import FindingsList
 from diagnose.tui.widgets.quadrant import QuadrantGrid
 from diagnose.tui.widgets.stacks import StacksTree
 from diagnose.tui.widgets.table import TableView
-from helpers import REPO
+from helpers import REPO, is_report
 from tui_helpers import FIXTURE_DIRS, FIXTURE_IDS, expected
 
 SERVICE = REPO / "fixtures" / "cpu" / "service-json"
@@ -139,7 +139,7 @@ def test_export_keys_write_private_files(tmp_path):
     app = run(go())
     md = tmp_path / "service-json-md.md"
     js = tmp_path / "service-json-json.json"
-    assert md.read_text().startswith("# diagnose report")
+    assert is_report(md.read_text())
     assert json.loads(js.read_text())["verdict"]["quadrant"] == "service"
     for p in (md, js):
         assert stat.S_IMODE(p.stat().st_mode) == 0o600

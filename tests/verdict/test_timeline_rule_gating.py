@@ -85,7 +85,7 @@ def test_overruled_findings_keep_their_evidence_but_no_quadrant_or_remedies(band
 
 
 def test_report_lists_the_longest_gaps_longest_first(tmp_path):
-    res = run_diagnose("analyze", str(shared("nccl_data.json.gz")), "--out", str(tmp_path), "--format", "md")
+    res = run_diagnose("analyze", str(shared("nccl_data.json.gz")), "--out", str(tmp_path), "--format", "md-full")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("GPU idle gaps >= "))

@@ -1,88 +1,97 @@
-"""report.md: a Markdown report that can be pasted into a ticket."""
+"""report.md: a ticket-sized Markdown report (``md``), and the full one (``md-full``).
+
+The first line is the verdict and the target, usable as a ticket title. Then the headline, where
+the time went, key metrics, findings by severity with their evidence and ordered remedies, the top
+stacks, what could not be judged, the environment and the command that reproduces the capture.
+The default stays under ``MAX_CHARS`` (findings beyond it are named, not shown); ``md-full`` adds
+the timeline, GPU, thread, signal and collector tables. Everything from the target goes through
+``gfm`` so it renders as written.
+"""
 from __future__ import annotations
 
 import os
-import re
 import shlex
-from typing import Any
+from typing import Any, ClassVar
 
-from diagnose.model import Analysis, Report
+from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
+from diagnose.render.markdown.gfm import cell, code, fenced, text
 from diagnose.render.units import fmt_value, utc_datetime
 
 MAX_FRAMES = 8
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _cell(text: Any) -> str:
-    """One line of literal text: control characters (CR, ESC...) out, HTML and table pipes escaped.
-    (Full GFM escaping of target-supplied names is issue 13's.)"""
-    return _CONTROL.sub(" ", str(text)).replace("<", "&lt;").replace("|", "\\|")
+MAX_CHARS = 12_000  # the default report fits a ticket field (Jira: 32,767) several times over
+TOP_STACKS = 3
+TITLE_CMD_CHARS = 80
+SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return out + [""]
 
 
 def reproduce_command(manifest: dict[str, Any]) -> str:
-    argv = list(manifest.get("command") or [])
+    argv = [str(a) for a in manifest.get("command") or []]
     if not argv:
         return "diagnose attach <pid>"
     argv[0] = "diagnose" if os.path.basename(argv[0]) in ("diagnose", "__main__.py", "-m") else argv[0]
     return shlex.join(argv)
 
 
+def _verdict_words(a: Analysis) -> str:
+    v = a.verdict
+    if v.quadrant.value == "no_load":
+        return "No load"
+    if v.quadrant.value == "unknown":
+        return "No verdict"
+    mixed = f" with {v.mixed_with.value}" if v.mixed_with else ""
+    return f"{v.quadrant.value.capitalize()}-bound{mixed}" + (f", act on the {v.layer.value} layer" if v.layer else "")
+
+
 class MarkdownRenderer(Renderer):
     format = "md"
     extension = ".md"
     title = "Markdown"
-    description = "report.md: the Markdown report to paste into a ticket"
-    tui_key = "e"
+    description = "report.md: the ticket-sized Markdown report (at most 12,000 characters)"
+    tui_key: ClassVar[str | None] = "e"
+    full = False
 
     def render(self, report: Report) -> str:
-        analysis, manifest = report.analysis, report.manifest
-        lines: list[str] = []
-        for section in (self._head, self._account, self._findings, self._timeline, self._gpus, self._stacks,
-                        self._threads, self._signals, self._not_judged, self._collectors):
-            lines += section(analysis, manifest)
-        return "\n".join(lines).rstrip() + "\n"
+        a, m = report.analysis, report.manifest
+        head = self._head(a, m) + self._account(a) + self._metrics(a)
+        tail = self._stacks(a) + self._not_judged(a) + self._environment(m) + self._reproduce(m)
+        if self.full:
+            tail = (self._stacks(a) + self._timeline(a) + self._gpus(a) + self._threads(a) + self._signals(a)
+                    + self._not_judged(a) + self._collectors(a, m) + self._environment(m) + self._reproduce(m))
+        budget = None if self.full else MAX_CHARS - _size(head) - _size(tail) - 200
+        return "\n".join(head + self._findings(a, budget) + tail).rstrip() + "\n"
 
     def _head(self, a: Analysis, m: dict[str, Any]) -> list[str]:
         t = m.get("target") or {}
         v = a.verdict
-        cmd = " ".join(t.get("cmdline") or []) or t.get("name", "?")
+        cmd = " ".join(str(c) for c in t.get("cmdline") or []) or str(t.get("name", "?"))
+        short = cmd if len(cmd) <= TITLE_CMD_CHARS else cmd[:TITLE_CMD_CHARS - 1] + "…"
         imported = m.get("end_reason") == "imported"
-        title = f"imported files ({_cell(cmd)[:120]})" if imported else f"pid {t.get('pid', '?')} ({_cell(cmd)[:120]})"
+        who = "imported files" if imported else f"pid {t.get('pid', '?')}"
         span = f"{utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))}"
-        when = (f"Imported; the files' events span {span}."
-                if imported else
-                f"Captured {span} on "
-                f"{t.get('host', '?')} as {t.get('user', '?')}; ended by: {m.get('end_reason', '?')}"
-                + (" (**partial capture**)" if m.get("partial") else "") + ".")
-        out = [
-            f"# diagnose report: {title}",
-            "",
-            f"**Verdict: {v.quadrant.value}-bound**"
-            + (f" · act on the **{v.layer.value}** layer first" if v.layer else "")
-            + (f" · with **{v.mixed_with.value}**" if v.mixed_with else "")
-            + f" · confidence {v.confidence:.2f}" if v.quadrant.value not in ("unknown", "no_load")
-            else ("**Verdict: no load** (nothing limits this service now)" if v.quadrant.value == "no_load"
-                  else "**Verdict: unknown** (nothing in this capture accounts for time)"),
-            "",
-            f"> {_cell(v.headline)}",
-            "",
-            f"Confidence {v.confidence:.2f}: {v.confidence_reason}." if v.confidence_reason else "",
-            "",
-            when,
-            "",
-        ]
-        return out
+        when = (f"Imported; the files' events span {span}." if imported else
+                f"Captured {span} on {text(t.get('host', '?'))} as {text(t.get('user', '?'))}; ended by: "
+                f"{text(m.get('end_reason', '?'))}" + (" (**partial capture**)" if m.get("partial") else "") + ".")
+        out = [f"# {_verdict_words(a)}: {who} ({text(short)})", "", f"> {text(v.headline)}", ""]
+        if v.quadrant.value not in ("unknown", "no_load"):
+            out += [f"**Confidence {v.confidence:.2f}**: {text(v.confidence_reason)}.", ""]
+        elif v.confidence_reason:
+            out += [f"Why: {text(v.confidence_reason)}.", ""]
+        overrides = a.data_quality.get("threshold_overrides")
+        if overrides:
+            out += ["**Threshold overrides** (`--thresholds`): " + ", ".join(
+                f"{code(k)} = {v:g}" for k, v in overrides.items()) + ".", ""]
+        if a.data_quality.get("traces_apart"):
+            out += [f"**Warning:** {text(a.data_quality['traces_apart'])}.", ""]
+        return out + [when, "", f"Target command: {code(cmd)}", ""]
 
-    def _account(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _account(self, a: Analysis) -> list[str]:
         from diagnose.render.account import MIN_SHARE, account_rows_of
 
         head = ["## Where the time went", ""]
@@ -91,54 +100,65 @@ class MarkdownRenderer(Renderer):
         out = head + [f"Terms of at least {MIN_SHARE:.0%} of their account; the first account is the "
                       "limiting resource's and the verdict reads it.", ""]
         for acc in a.accounts:
-            out += [f"**{_cell(acc.title)}**: {acc.total_s:.2f} {acc.unit} ({_cell(acc.source)})", ""]
+            out += [f"**{text(acc.title)}**: {acc.total_s:.2f} {acc.unit} ({text(acc.source)})", ""]
             out += _table(["term", "share", "quadrant", "layer", "evidence"],
                           [[r.term, f"{r.share_pct:.0f}%", r.quadrant, r.layer, r.evidence]
                            for r in account_rows_of(acc, MIN_SHARE)])
         scores = " · ".join(f"{q.value} {s:.2f}" for q, s in a.verdict.scores.items())
         return out + [f"Quadrant scores (shares of the limiting account): {scores}.", ""]
 
-    def _findings(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _metrics(self, a: Analysis) -> list[str]:
+        from diagnose.render.markdown.metrics import key_metrics
+
+        rows = key_metrics(a)
+        return ["## Key metrics", ""] + (_table(["metric", "value", "source"], rows) if rows
+                                         else ["No metric was measured (see what could not be judged).", ""])
+
+    def _findings(self, a: Analysis, budget: int | None) -> list[str]:
         out = ["## Findings", ""]
         if not a.findings:
             return out + ["No rule fired.", ""]
-        for f in a.findings:
-            quad = f.quadrant.value if f.quadrant else "secondary"
-            out += [f"### {f.title} ({quad} · {f.layer.value} layer · {f.severity.value} · "
-                    f"confidence {f.confidence:.2f})", "", f.summary, ""]
-            out += _table(["signal", "value", "threshold", "source"], [
-                [e.signal, fmt_value(e.value, e.unit), f"{e.op} {fmt_value(e.threshold, e.unit)}", e.source]
-                for e in f.evidence])
-            out += [f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)] + [""]
+        ordered = sorted(a.findings, key=lambda f: (f.quadrant is None, SEVERITY_ORDER[f.severity], -f.confidence))
+        left = []
+        for i, f in enumerate(ordered):
+            block = _finding_block(f)
+            if budget is not None and _size(out + block) > budget and i > 0:
+                left = ordered[i:]
+                break
+            out += block
+        if left:
+            out += [f"{len(left)} more finding(s) left out to keep this report ticket-sized: "
+                    + ", ".join(text(f.title) for f in left) + ". See `diagnose report BUNDLE -f md-full` "
+                    "or findings.json.", ""]
         return out
 
-    def _timeline(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _timeline(self, a: Analysis) -> list[str]:
         from diagnose.render.markdown.timeline import latency_section, timeline_section
 
         return latency_section(a.details) + timeline_section(a.details)
 
-    def _gpus(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _gpus(self, a: Analysis) -> list[str]:
         from diagnose.render.markdown.gpu import gpu_section
 
         return gpu_section(a.details)
 
-    def _stacks(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _stacks(self, a: Analysis) -> list[str]:
         out = ["## Top stacks (py-spy, share of non-idle thread-time)", ""]
         if not a.top_stacks:
             return out + ["No stacks (see collector status).", ""]
-        for s in a.top_stacks[:5]:
+        for s in a.top_stacks[:TOP_STACKS if not self.full else 5]:
             frames = s.frames[-MAX_FRAMES:]
             more = len(s.frames) - len(frames)
-            out += [f"**{s.share_pct:.1f}%** · {s.category} · thread `{_cell(s.thread)}`", "", "```"]
-            out += ([f"... {more} outer frames"] if more else []) + list(frames) + ["```", ""]
+            out += [f"**{s.share_pct:.1f}%** · {text(s.category)} · thread {code(s.thread)}", ""]
+            out += fenced(([f"... {more} outer frames"] if more else []) + list(frames)) + [""]
         funcs = a.details.get("top_functions") or []
-        if funcs:
+        if funcs and self.full:
             out += ["### Hot functions", ""]
             out += _table(["function", "self %", "total %"],
                           [[f["function"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"] for f in funcs])
         return out
 
-    def _threads(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _threads(self, a: Analysis) -> list[str]:
         if not a.threads:
             return []
         out = ["## Threads", ""]
@@ -146,16 +166,23 @@ class MarkdownRenderer(Renderer):
             [t.tid, t.name, fmt_value(t.cpu_pct, "%"), t.dominant_category or "-", t.wait_state or "-"]
             for t in a.threads[:15]])
 
-    def _signals(self, a: Analysis, m: dict[str, Any]) -> list[str]:
-        out = ["## Signals", ""]
-        rows = [[s.name, fmt_value(s.value, s.unit) if s.known else f"unknown: {s.reason}", s.source]
-                for s in sorted(a.signals.values(), key=lambda s: s.name)]
-        return out + _table(["signal", "value", "source"], rows)
+    def _signals(self, a: Analysis) -> list[str]:
+        known = [[s.name, fmt_value(s.value, s.unit), s.source]
+                 for s in sorted(a.signals.values(), key=lambda s: s.name) if s.known]
+        return ["## Signals", "", "Unknown signals and their reasons are in findings.json.", ""] + _table(
+            ["signal", "value", "source"], known)
 
-    def _not_judged(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _not_judged(self, a: Analysis) -> list[str]:
         if not a.not_judged:
             return []
-        return ["## Could not judge", ""] + [f"- **{n.what}**: {n.reason}" for n in a.not_judged] + [""]
+        seen: set[str] = set()
+        lines = []
+        for n in a.not_judged:  # one line per reason: several rules missing one source say it once
+            if n.reason in seen:
+                continue
+            seen.add(n.reason)
+            lines.append(f"- **{text(n.what)}**: {text(n.reason)}")
+        return ["## Could not judge", ""] + lines + [""]
 
     def _collectors(self, a: Analysis, m: dict[str, Any]) -> list[str]:
         out = ["## Collectors and data quality", ""]
@@ -164,16 +191,51 @@ class MarkdownRenderer(Renderer):
              ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
             for c in m.get("collectors", [])])
         dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
-        out += [f"- {k.replace('_', ' ')}: {_cell(_plain(v))}" for k, v in dq.items()] + [""]
-        out += ["## Reproduce", "", "```", reproduce_command(m), "```", ""]
-        return out
+        return out + [f"- {k.replace('_', ' ')}: {text(_plain(v))}" for k, v in dq.items()] + [""]
+
+    def _environment(self, m: dict[str, Any]) -> list[str]:
+        tool, t = m.get("tool") or {}, m.get("target") or {}
+        host = m.get("host") or {}
+        bits = [f"diagnose {tool.get('version', '?')} (Python {tool.get('python', '?')})",
+                f"target {text(t.get('exe') or t.get('name') or '?')}"]
+        bits += [f"{k} {text(v)}" for k, v in host.items() if isinstance(v, (str, int, float))]
+        collectors = ", ".join(f"{c.get('name')} {c.get('state')}" for c in m.get("collectors", []))
+        return ["## Environment", "", "; ".join(bits) + ".", "", f"Collectors: {text(collectors)}.", ""]
+
+    def _reproduce(self, m: dict[str, Any]) -> list[str]:
+        return ["## Reproduce", "", *fenced([reproduce_command(m)]), ""]
+
+
+class FullMarkdownRenderer(MarkdownRenderer):
+    format = "md-full"
+    title = "Markdown (full)"
+    description = "the full Markdown report: also the timeline, GPU, thread, signal and collector tables"
+    tui_key = None
+    full = True
+
+
+def _finding_block(f: Any) -> list[str]:
+    quad = f.quadrant.value if f.quadrant else "secondary"
+    out = [f"### {text(f.title)} ({quad} · {f.layer.value} layer · {f.severity.value} · "
+           f"confidence {f.confidence:.2f})", "", text(f.summary), ""]
+    out += _table(["signal", "value", "threshold", "source"], [
+        [e.signal, fmt_value(e.value, e.unit), f"{e.op} {fmt_value(e.threshold, e.unit)}", e.source]
+        for e in f.evidence])
+    if f.suggestions:
+        out += [f"What to try ({f.layer.value} layer first):", ""]
+        out += [f"{i}. {text(s)}" for i, s in enumerate(f.suggestions, 1)] + [""]
+    return out
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(ln) + 1 for ln in lines)
 
 
 def _plain(v: Any) -> str:
     """A data-quality value as text: dicts as ``key = value`` pairs, not Python reprs."""
     if isinstance(v, dict):
-        return ", ".join(f"`{k}` = {x:g}" if isinstance(x, float) else f"`{k}` = {x}" for k, x in v.items())
+        return ", ".join(f"{k} = {x:g}" if isinstance(x, float) else f"{k} = {x}" for k, x in v.items())
     return str(v)
 
 
-__all__ = ["MarkdownRenderer", "reproduce_command"]
+__all__ = ["FullMarkdownRenderer", "MarkdownRenderer", "reproduce_command"]

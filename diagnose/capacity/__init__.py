@@ -1,0 +1,1 @@
+"""Capacity and cost from a measured capture (the method's last step)."""

@@ -1,0 +1,106 @@
+"""plan(report, target) -> Plan: instances, concurrency and cost per 1M tokens. Pure arithmetic.
+
+- Concurrency by Little's law: in-flight = QPS x mean latency (s).
+- Instances = ceil(target QPS / per-instance QPS x headroom), per-instance QPS being the capture's
+  measured QPS. That assumes the capture ran the instance near its knee (the most QPS it serves
+  within the SLO): a capture below the knee overstates the instances needed, one past it (P99 over
+  the SLO) understates them: capture at a few offered loads to find the knee.
+- Cost per 1M tokens = GPU-hour price x GPU-hours per 1M tokens, from the measured output tokens/s:
+  GPU-hours per 1M tokens = GPUs per instance x 1e6 / (tokens/s x 3600).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from diagnose.model import Report
+
+DEFAULT_HEADROOM = 1.3
+
+
+class PlanError(ValueError):
+    """The capture lacks what the plan needs (no request rate measured), or an input is not valid."""
+
+
+@dataclass(frozen=True)
+class Target:
+    qps: float  # requests/s the service must serve
+    slo_p99_ms: float | None = None
+    headroom: float = DEFAULT_HEADROOM
+    gpu_hour_price: float | None = None  # currency units per GPU-hour
+    gpus_per_instance: int = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    per_instance_qps: float
+    mean_latency_ms: float
+    p99_ms: float | None
+    instances: int
+    in_flight_total: float  # Little's law at the target QPS
+    in_flight_per_instance: float
+    tokens_per_s: float | None
+    cost_per_1m_tokens: float | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"notes": list(self.notes)}
+
+
+def littles_law_in_flight(qps: float, mean_latency_s: float) -> float:
+    """Requests in flight = arrival rate (1/s) x time in the system (s)."""
+    return qps * mean_latency_s
+
+
+def instances_needed(target_qps: float, per_instance_qps: float, headroom: float = DEFAULT_HEADROOM) -> int:
+    """ceil(target / per-instance x headroom)."""
+    return max(1, math.ceil(target_qps / per_instance_qps * headroom - 1e-9))
+
+
+def cost_per_1m_tokens(gpu_hour_price: float, tokens_per_s: float, gpus: int = 1) -> float:
+    """Price per GPU-hour x GPU-hours per 1M output tokens."""
+    return gpu_hour_price * gpus * 1e6 / (tokens_per_s * 3600.0)
+
+
+def _check(t: Target) -> None:
+    for name, v in (("target QPS", t.qps), ("headroom", t.headroom)):
+        if not (math.isfinite(v) and v > 0):
+            raise PlanError(f"{name} must be a positive number, not {v}")
+    for name, opt in (("SLO P99", t.slo_p99_ms), ("GPU-hour price", t.gpu_hour_price)):
+        if opt is not None and not (math.isfinite(opt) and opt > 0):
+            raise PlanError(f"{name} must be a positive number, not {opt}")
+    if t.gpus_per_instance < 1:
+        raise PlanError("GPUs per instance must be at least 1")
+
+
+def plan(report: Report, target: Target) -> Plan:
+    """The plan for ``target`` from ``report``'s measured requests. Raises PlanError."""
+    _check(target)
+    req = report.analysis.details.get("requests") or {}
+    lat = req.get("latency") or {}
+    qps, mean_ms = req.get("qps"), lat.get("mean_ms")
+    if not req.get("requests") or not qps or not mean_ms:
+        raise PlanError("no request rate in this capture: plan needs stage spans (start the service under "
+                        "`diagnose run`, or send OTLP spans) so QPS and latency are measured")
+    p99 = lat.get("p99_ms")
+    notes = [f"assumes the capture ran near the instance's knee ({qps:.1f} QPS measured): capture at a few offered "
+             "loads to find where P99 starts to climb"]
+    if target.slo_p99_ms is not None and p99 is not None and p99 > target.slo_p99_ms:
+        notes.append(f"the capture's P99 {p99:.1f} ms is over the SLO {target.slo_p99_ms:g} ms: an instance serves "
+                     "fewer than the measured QPS within the SLO, so more instances than planned are needed")
+    tokens = (report.analysis.signals.get("llm.output_tokens_per_s") or None)
+    tps = tokens.value if tokens is not None and tokens.value else None
+    cost = None
+    if target.gpu_hour_price is not None:
+        if tps:
+            cost = cost_per_1m_tokens(target.gpu_hour_price, tps, target.gpus_per_instance)
+        else:
+            notes.append("no output tokens/s measured (spans without gen_ai.usage.output_tokens): "
+                         "no cost per 1M tokens")
+    n = instances_needed(target.qps, qps, target.headroom)
+    in_flight = littles_law_in_flight(target.qps, mean_ms / 1e3)
+    return Plan(qps, mean_ms, p99, n, in_flight, in_flight / n, tps, cost, tuple(notes))
+
+
+__all__ = ["Plan", "PlanError", "Target", "cost_per_1m_tokens", "instances_needed", "littles_law_in_flight", "plan"]

@@ -108,7 +108,7 @@ def test_mig_instances_make_profiling_counters_unknown(workload, dcgm_server, tm
     mig = a.details["gpu_mig_instances"]
     assert mig[0]["gpu_instance_id"] == "13" and mig[0]["values"]["dram_active_pct"] == pytest.approx(80.03, abs=0.01)
     assert not a.findings
-    report = render(Report(Bundle.open(bundle), a), "md")
+    report = render(Report(Bundle.open(bundle), a), "md-full")  # the GPU table is in the full report
     assert "## GPUs" in report
     assert "| GPU-34319582-d595-d1c7-d1d2-179bcfa61660 | 13 | 1g.5gb | 100% | - | 93% | 80% |" in report
 

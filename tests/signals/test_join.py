@@ -80,7 +80,7 @@ def test_gpu_gaps_joined_with_pyspy_samples_and_open_span(tmp_path):
     a = analyze(bundle)
     fired = {f.rule_id for f in a.findings}
     assert {"service.gpu_starved_by_host", "service.gpu_gaps_host_busy"} <= fired
-    md = render(Report(bundle, a), "md")
+    md = render(Report(bundle, a), "md-full")  # the per-trace timeline is in the full report
     assert "## GPU idle gaps and kernel timeline" in md and h in md
     listed = r.details["torch_traces"][0]["gaps"]
     assert listed and all(g["pyspy"].startswith("3743: ") for g in listed if g["pyspy"])

@@ -52,7 +52,8 @@ def test_join_names_the_preprocessing_that_starves_the_model(service, tmp_path):
     fired = {f["rule_id"] for f in doc["findings"]}
     assert {"service.torch_starved_on_cpu", "service.preprocess_stage"} <= fired
     assert doc["verdict"]["quadrant"] == "service"
-    report = (bundle / "report.md").read_text()
+    assert "latency P50 / P90 / P99 / P999" in (bundle / "report.md").read_text()  # key metrics, ticket-sized
+    report = run_diagnose("report", str(bundle), "--full").stdout
     assert "## Request latency and stages" in report and head in report
 
     again = run_diagnose("analyze", str(bundle), "--format", "json")

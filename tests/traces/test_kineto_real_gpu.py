@@ -127,7 +127,7 @@ def test_a_training_loop_gets_training_remedies_and_serving_keeps_its_own(tmp_pa
     assert starved["suggestions"] == list(rule.training_suggestions)
     assert "DataLoader(num_workers" in starved["suggestions"][0]
     assert not any("tokeniz" in s or "requests" in s for f in doc["findings"] for s in f["suggestions"])
-    md = run_diagnose("analyze", str(TRAIN), "--out", str(tmp_path / "md"), "--format", "md").stdout
+    md = run_diagnose("analyze", str(TRAIN), "--out", str(tmp_path / "md"), "--format", "md-full").stdout
     assert "Training loop: backward and optimizer ops hold" in md
 
     serving = FIXTURES / "gpu" / "service-tiny-kernels" / "torch" / "trace-0001.json.gz"

@@ -56,8 +56,9 @@ def _hostile_bundle(tmp_path: Path) -> Path:
     return b
 
 
-def test_the_report_of_a_hostile_target_renders_its_names_as_text(tmp_path):
-    md = render(analyse(_hostile_bundle(tmp_path)), "md")
+@pytest.mark.parametrize("fmt", ["md", "md-full"])
+def test_the_report_of_a_hostile_target_renders_its_names_as_text(fmt, tmp_path):
+    md = render(analyse(_hostile_bundle(tmp_path)), fmt)
     html = gfm_html(md)
     assert "<script>" not in html and "<img" not in html and "<b>" not in html
     seen = gfm_text(md)

@@ -19,7 +19,7 @@ from diagnose.signals.timeline import load_timed_stacks, timeline_signals
 from diagnose.traces.reader import read_trace
 from diagnose.traces.report import analyze_trace
 from diagnose.verdict.analyze import analyze
-from helpers import REPO
+from helpers import REPO, gfm_text
 from kineto_helpers import NCCL, RANK0, shared
 
 PYSPY_FIXTURE = REPO / "fixtures" / "cpu" / "service-json"
@@ -81,7 +81,7 @@ def test_gpu_gaps_joined_with_pyspy_samples_and_open_span(tmp_path):
     fired = {f.rule_id for f in a.findings}
     assert {"service.gpu_starved_by_host", "service.gpu_gaps_host_busy"} <= fired
     md = render(Report(bundle, a), "md-full")  # the per-trace timeline is in the full report
-    assert "## GPU idle gaps and kernel timeline" in md and h in md
+    assert "## GPU idle gaps and kernel timeline" in md and h in gfm_text(md)  # as a reader sees it
     listed = r.details["torch_traces"][0]["gaps"]
     assert listed and all(g["pyspy"].startswith("3743: ") for g in listed if g["pyspy"])
     assert sum(1 for g in listed if g["pyspy"]) >= len(listed) // 2

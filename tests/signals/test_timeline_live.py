@@ -12,7 +12,7 @@ import json
 import pytest
 
 from agent_helpers import service  # noqa: F401  (fixture)
-from helpers import findings, only_bundle, run_diagnose
+from helpers import findings, gfm_text, only_bundle, run_diagnose
 
 pytest.importorskip("torch", reason="torch is needed for the model service")
 
@@ -54,7 +54,7 @@ def test_join_names_the_preprocessing_that_starves_the_model(service, tmp_path):
     assert doc["verdict"]["quadrant"] == "service"
     assert "latency P50 / P90 / P99 / P999" in (bundle / "report.md").read_text()  # key metrics, ticket-sized
     report = run_diagnose("report", str(bundle), "--full").stdout
-    assert "## Request latency and stages" in report and head in report
+    assert "## Request latency and stages" in report and head in gfm_text(report)
 
     again = run_diagnose("analyze", str(bundle), "--format", "json")
     assert again.returncode == 0, again.stderr

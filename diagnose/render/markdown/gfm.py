@@ -22,16 +22,20 @@ _BACKTICKS = re.compile(r"`+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # CR is a CommonMark line ending; ESC drives terminals
 
 
+class Safe(str):
+    """Markdown already made safe here (escaped text, a code span): ``cell`` leaves it as it is."""
+
+
 def text(value: Any) -> str:
     """``value`` as literal inline text (one line: control characters, newlines too, become spaces)."""
     s = _CONTROL.sub(" ", str(value))
     s = _MARKUP.sub(r"\\\1", s).replace("@", "@" + MENTION_BREAK)
-    return _AUTOLINK.sub(lambda m: f"{m.group(1)}\\:" if m.group(1) else f"{m.group(3)}\\.", s)
+    return Safe(_AUTOLINK.sub(lambda m: f"{m.group(1)}\\:" if m.group(1) else f"{m.group(3)}\\.", s))
 
 
 def cell(value: Any) -> str:
-    """Literal text for a table cell."""
-    return text(value)
+    """Literal text for a table cell (``Safe`` markdown as it is)."""
+    return value if isinstance(value, Safe) else text(value)
 
 
 def code(value: Any) -> str:
@@ -41,7 +45,7 @@ def code(value: Any) -> str:
     run = max((len(m.group()) for m in _BACKTICKS.finditer(s)), default=0)
     fence = "`" * (run + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or not s else ""
-    return f"{fence}{pad}{s}{pad}{fence}".replace("|", "\\|")
+    return Safe(f"{fence}{pad}{s}{pad}{fence}".replace("|", "\\|"))
 
 
 def fenced(lines: list[str], info: str = "") -> list[str]:
@@ -53,4 +57,9 @@ def fenced(lines: list[str], info: str = "") -> list[str]:
     return [fence + info, *body, fence]
 
 
-__all__ = ["cell", "code", "fenced", "text"]
+def join(parts: list[str], sep: str = ", ") -> Safe:
+    """Safe pieces joined (each escaped unless already Safe)."""
+    return Safe(sep.join(cell(p) for p in parts))
+
+
+__all__ = ["Safe", "cell", "code", "fenced", "join", "text"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.render.markdown.gfm import cell
 from diagnose.render.units import fmt_pct
 
 COLUMNS = (("SM active", "gpu.sm_active_pct"), ("engine", "gpu.gr_engine_active_pct"),
@@ -23,7 +24,7 @@ def _pct(value: float | None) -> str:
 
 
 def _row(cells: list[Any]) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(cell(c) for c in cells) + " |"
 
 
 def gpu_section(details: dict[str, Any]) -> list[str]:

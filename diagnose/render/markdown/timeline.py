@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.render.markdown.gfm import Safe, cell, code, join, text
 from diagnose.render.units import fmt_us, utc_clock_ms
 from diagnose.rules.base import TRAINING
 
@@ -18,7 +19,6 @@ def _num(v: Any, fmt: str = ".1f", unit: str = "") -> str:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    cell = lambda c: str(c).replace("|", "\\|").replace("\n", " ")  # noqa: E731
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows] + [""])
 
@@ -28,24 +28,24 @@ def _join_lines(d: dict[str, Any]) -> list[str]:
     for key in ("gaps", "slow"):
         j = (d.get("join") or {}).get(key)
         if j and j.get("headline"):
-            out.append(f"> {j['headline']}")
+            out.append(f"> {text(j['headline'])}")
             out.append("")
             threads = [t for t in j.get("threads", []) if t["busy_pct"] > 0][:3]
             if threads:
                 out += _table(["thread", "busy % of samples", "top categories", "top functions"], [
                     [t["thread"], _num(t["busy_pct"], ".0f", "%"),
                      ", ".join(f"{c['name']} {c['share_pct']:.0f}%" for c in t["categories"][:3]),
-                     ", ".join(f"`{f['name']}` {f['share_pct']:.0f}%" for f in t["functions"][:2])]
+                     join([Safe(f"{code(f['name'])} {f['share_pct']:.0f}%") for f in t["functions"][:2]])]
                     for t in threads])
     return out
 
 
 def _trace_lines(t: dict[str, Any]) -> list[str]:
     who = f"rank {t['rank']}" if t["rank"] is not None else "rank ?"
-    dev = ", ".join(t["devices"]) or "no GPU in deviceProperties"
-    out = [f"### {who} · {dev} · `{t['path'].rsplit('/', 1)[-1]}`", ""]
+    dev = text(", ".join(t["devices"]) or "no GPU in deviceProperties")
+    out = [f"### {who} · {dev} · {code(t['path'].rsplit('/', 1)[-1])}", ""]
     if t["read"].get("error"):
-        out += [f"**Read problem:** {t['read']['error']}"
+        out += [f"**Read problem:** {text(t['read']['error'])}"
                 + (f" (at byte {t['read']['truncated_at_byte']}; events before it were kept)"
                    if t["read"].get("truncated_at_byte") is not None else ""), ""]
     tb = t.get("temporal")
@@ -93,7 +93,7 @@ def _gap_rows(t: dict[str, Any]) -> list[str]:
            "Longest:", ""]
     return out + _table(["start (UTC)", "length", "host op open in the trace", "busiest thread (py-spy)"], [
         [utc_clock_ms(g["start_ns"]), fmt_us(g['dur_us']),
-         f"`{g['host_op']}`" if g["host_op"] else "none (Python between ops)", g.get("pyspy") or "no samples"]
+         code(g["host_op"]) if g["host_op"] else "none (Python between ops)", g.get("pyspy") or "no samples"]
         for g in sorted(gaps, key=lambda g: -g["dur_us"])[:MAX_GAP_ROWS]])
 
 
@@ -133,7 +133,7 @@ def latency_section(details: dict[str, Any]) -> list[str]:
                         f"{tail['all_stage_share_pct'][st]:.0f}%)")
         if tail.get("size_attribute"):
             sa = tail["size_attribute"]
-            bits.append(f"have {sa['ratio']:.1f}x the median `{sa['attribute']}`")
+            bits.append(f"have {sa['ratio']:.1f}x the median {code(sa['attribute'])}")
         if tail.get("gc_overlap_pct") is not None:
             bits.append(f"{tail['gc_overlap_pct']:.0f}% overlap a GC pause (all: {tail['gc_overlap_all_pct']:.0f}%)")
         out += ["; ".join(bits) + ".", ""]

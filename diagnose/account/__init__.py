@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from diagnose.account.gpu import gpu_account, gpu_counters_account, torch_cpu_account
+from diagnose.account.requests import request_account
+from diagnose.account.threads import thread_account
 from diagnose.bundle import Bundle
 from diagnose.bundle.errors import MALFORMED
 from diagnose.model import Account, Signal
 from diagnose.signals import Extracted
-
-from .gpu import gpu_account, gpu_counters_account, torch_cpu_account
-from .requests import request_account
-from .threads import thread_account
 
 SOURCES: tuple[tuple[str, Callable[[Bundle, Extracted], Account | None]], ...] = (
     ("gpu", lambda b, ex: gpu_account(ex.signals, ex.details)

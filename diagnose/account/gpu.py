@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.account.kinds import KINDS
 from diagnose.model import Account, AccountTerm, Signal
-
-from .kinds import KINDS
 
 SRC = "torch profiler trace (Kineto)"
 SYNC_MIN_PCT = 10.0  # below this share of host time, blocking syncs are not a cause of idle

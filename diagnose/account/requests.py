@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagnose.account.kinds import KINDS
 from diagnose.model import Account, AccountTerm, Signal
 from diagnose.rules.stage_catalog import STAGES
-
-from .kinds import KINDS
 
 SRC = "stage spans (OpenTelemetry), share of request time"
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS
 from diagnose.model import Account, AccountTerm, Layer, Signal
@@ -29,11 +30,10 @@ from diagnose.signals.cpu import (
     stack_category,
     window_origin_ns,
 )
+from diagnose.signals.process import accepted_connections
 from diagnose.signals.stacks import Frame
 from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, thread_usage
 from diagnose.signals.timeline import AGENT_THREAD_PREFIX
-
-from .kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 
 WAITS = ("lock", "handoff", "await")  # waits on other threads (or, for "await", on the loop's sockets)
 UNSEEN = {"lock": "wait.lock", "handoff": "idle.work", "await": "io.wait"}  # ... when no thread worked meanwhile
@@ -71,9 +71,7 @@ def _usage(bundle: Bundle) -> dict[int, ThreadUsage]:
 
 def _in_flight(bundle: Bundle) -> tuple[list[int], list[int]]:
     """(t_ns, accepted connections) readings of the process collector, time-ordered."""
-    rows = sorted((r["t_ns"], r["tcp"]["accepted"]) for r in bundle.stream(PROCESS)
-                  if type(r.get("t_ns")) is int and isinstance(r.get("tcp"), dict)
-                  and type(r["tcp"].get("accepted")) is int and 0 <= r["tcp"]["accepted"] <= 10**7)
+    rows = sorted((r["t_ns"], n) for r in bundle.stream(PROCESS) if (n := accepted_connections(r)) is not None)
     return [t for t, _ in rows], [n for _, n in rows]
 
 

@@ -43,6 +43,14 @@ class ProcessSummary:
 MAX_CONNECTIONS = 10**7  # more accepted connections than any kernel holds: a malformed record
 
 
+def accepted_connections(record: dict[str, Any]) -> int | None:
+    """A PROCESS record's count of connections accepted on the target's listening sockets, or
+    None when it has none or it is malformed (not an int, negative, absurd)."""
+    tcp = record.get("tcp")
+    n = tcp.get("accepted") if isinstance(tcp, dict) else None
+    return n if type(n) is int and 0 <= n <= MAX_CONNECTIONS else None
+
+
 def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> ProcessSummary | None:
     """Reduce PROCESS records (time-ordered); None with fewer than two records."""
     if len(records) < 2:
@@ -61,8 +69,7 @@ def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> Pro
         io_write_bytes=_diff(first, last, "io_write_bytes"),
         rss_max_bytes=max(r.get("rss_bytes", 0) for r in records),
         connections_max=max(conns) if conns else None,
-        tcp_accepted=tuple(r["tcp"]["accepted"] for r in records if isinstance(r.get("tcp"), dict)
-                           and type(r["tcp"].get("accepted")) is int and 0 <= r["tcp"]["accepted"] <= MAX_CONNECTIONS),
+        tcp_accepted=tuple(n for r in records if (n := accepted_connections(r)) is not None),
         children_cpu_s=_children_cpu(records),
     )
 

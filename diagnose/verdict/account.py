@@ -10,10 +10,9 @@ stays that of its own work, the layer to act on first is the system, never "GIL-
 """
 from __future__ import annotations
 
+from diagnose.account.kinds import ON_CPU
 from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, Quadrant, Verdict
 from diagnose.rules import LAYER_PLAN
-
-from ..account.kinds import ON_CPU
 
 MIXED_RATIO = 0.75
 MIXED_MIN_SHARE = 0.15

@@ -17,7 +17,7 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 EPILOG = """\b
 Exit codes:
   0  ok
-  1  reserved: regression found by compare (not implemented yet)
+  1  regression found by compare --fail-on
   2  usage or target error (bad pid, unwritable --out, already attached)
   3  capture failed entirely (no collector recorded anything)
 """
@@ -432,6 +432,78 @@ def plan(bundle: Path, target_qps: float, slo_p99_ms: float | None, headroom: fl
         click.echo(f"cost per 1M output tokens: {p.cost_per_1m_tokens:.2f} (at {p.tokens_per_s:.0f} tokens/s)")
     for note in p.notes:
         click.echo(f"note: {note}")
+
+
+def _write_doc(output: Path, body: str) -> None:
+    from diagnose.bundle import write_private_bytes
+
+    try:
+        write_private_bytes(output, body.encode("utf-8", errors="backslashreplace"))
+    except OSError as exc:
+        raise fail(f"cannot write {output}: {exc.strerror}; choose a file in a writable directory") from None
+
+
+@main.command(epilog=EPILOG)
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--fail-on", metavar="CONDITIONS", help="Regression gate, e.g. 'p99=+10%,qps=-5%': exit 1 when a "
+              "metric moves past its limit beyond the captures' noise. Keys: p50 p90 p99 p999 qps ttft_p99 "
+              "tpot_p99 tokens_per_s in_flight cpu sm dram gpu_util; N% of the base value or N in its unit.")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file (mode 0600) instead of stdout.")
+@click.option("--record", "record_file", type=click.Path(dir_okay=False, path_type=Path), metavar="PERF.md",
+              help="Append this comparison to the service's performance file (created with BASE as baseline).")
+@click.option("--change", metavar="TEXT", help="With --record: what changed between BASE and NEW.")
+def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path | None, record_file: Path | None,
+            change: str | None) -> None:
+    """Compare two captures: verdicts, quadrant shares, key metrics with deltas marked significant
+    only beyond the run-to-run noise the bundles show, findings that appeared or disappeared."""
+    from diagnose.compare.diff import compare as make_comparison
+    from diagnose.compare.gate import GateError, evaluate, parse_fail_on
+    from diagnose.compare.perf_file import PerfFileError, read_state, record, render
+    from diagnose.render.comparison import comparison_json, comparison_markdown
+
+    try:
+        conditions = parse_fail_on(fail_on) if fail_on is not None else ()
+        state = read_state(record_file) if record_file else None
+    except (GateError, PerfFileError) as exc:
+        raise fail(str(exc)) from None
+    rb, rn = open_report(base, {}), open_report(new, {})
+    comp = make_comparison(rb, rn)
+    gate = evaluate(conditions, comp)
+    body = (comparison_json if fmt == "json" else comparison_markdown)(comp, gate)
+    if output is None:
+        click.echo(body, nl=False)
+    else:
+        _write_doc(output, body)
+        click.echo(f"wrote {output}", err=True)
+    if record_file:
+        _write_doc(record_file, render(record(state, rb, rn, comp, change,
+                                              any(g.failed for g in gate) if gate else None)))
+        click.echo(f"recorded in {record_file}", err=True)
+    if any(g.failed for g in gate):
+        for g in gate:
+            if g.failed:
+                click.echo(f"diagnose: regression: {g.condition}: {g.reason}", err=True)
+        sys.exit(EXIT_REGRESSION)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--file", "perf_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              metavar="PERF.md", help="The service's performance file (created when absent).")
+@click.option("--service", metavar="NAME", help="The service's name in the file (default: its script name).")
+def baseline(bundle: Path, perf_file: Path, service: str | None) -> None:
+    """Set BUNDLE as the baseline of the service's performance file."""
+    from diagnose.compare.perf_file import PerfFileError, read_state, render, set_baseline
+
+    try:
+        state = read_state(perf_file)
+    except PerfFileError as exc:
+        raise fail(str(exc)) from None
+    _write_doc(perf_file, render(set_baseline(state, open_report(bundle, {}), service)))
+    click.echo(f"baseline set in {perf_file}")
 
 
 @main.command(epilog=EPILOG)

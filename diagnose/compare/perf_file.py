@@ -1,0 +1,181 @@
+"""The performance file: one Markdown file per service with its baseline metrics, its current
+bottleneck and layer, and a dated history of changes with their measured effect.
+
+``diagnose baseline BUNDLE --file perf.md`` sets the baseline; ``diagnose compare BASE NEW --record
+perf.md [--change TEXT]`` appends a history row and updates the current bottleneck. The file is
+regenerated from its state, which it carries at its end in an HTML comment (invisible once
+rendered; ``>`` escaped so no value can close the comment). Dates are the captures' own start
+times (UTC). Reading is bounded (MAX_BYTES) and refuses anything but a regular file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diagnose.compare.diff import Comparison
+from diagnose.compare.metrics import METRICS
+from diagnose.model import Report
+from diagnose.render.markdown.gfm import cell, code, text
+from diagnose.render.units import fmt_value, utc_datetime
+
+VERSION = 1
+MAX_BYTES = 4 << 20
+MARKER = "<!-- diagnose-performance-file"
+_STATE = re.compile(re.escape(MARKER) + r" v(\d+)\n(.*?)\n-->", re.S)
+HISTORY_KEYS = ("p50", "p99", "qps", "cpu", "sm")
+
+
+class PerfFileError(ValueError):
+    """The performance file cannot be read or is not one diagnose wrote; the message says which."""
+
+
+@dataclass
+class PerfState:
+    service: str
+    baseline: dict[str, Any] | None = None
+    current: dict[str, Any] | None = None
+    history: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"service": self.service, "baseline": self.baseline, "current": self.current,
+                "history": self.history or []}
+
+
+def read_state(path: Path) -> PerfState | None:
+    """The state in ``path``; None when there is no file. Raises PerfFileError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PerfFileError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise PerfFileError(f"{path} is not a regular file")
+        data = fh.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise PerfFileError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a performance file")
+    m = _STATE.search(data.decode("utf-8", errors="replace"))
+    if not m:
+        raise PerfFileError(f"{path} exists but was not written by diagnose (no state block): "
+                            "choose another --file or --record path")
+    if int(m.group(1)) != VERSION:
+        raise PerfFileError(f"{path} is a version {m.group(1)} performance file; this diagnose reads {VERSION}")
+    try:
+        doc = json.loads(m.group(2))
+    except ValueError as exc:
+        raise PerfFileError(f"{path}: its state block is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("service"), str):
+        raise PerfFileError(f"{path}: its state block has no service name")
+    hist = doc.get("history")
+    return PerfState(doc["service"], _dict(doc.get("baseline")), _dict(doc.get("current")),
+                     [h for h in hist if isinstance(h, dict)] if isinstance(hist, list) else [])
+
+
+def _dict(v: Any) -> dict[str, Any] | None:
+    return v if isinstance(v, dict) else None
+
+
+def snapshot(r: Report) -> dict[str, Any]:
+    """What the file keeps of one capture: when, where, its verdict and key metric values."""
+    v = r.analysis.verdict
+    metrics = {}
+    for m in METRICS:
+        s = r.analysis.signals.get(m.signal)
+        if s is not None and s.value is not None:
+            metrics[m.key] = {"label": m.label, "value": s.value, "unit": m.unit}
+    started = r.manifest.get("started_ns")
+    return {"captured": utc_datetime(started if type(started) is int else None), "bundle": str(r.bundle.path),
+            "quadrant": v.quadrant.value, "layer": v.layer.value if v.layer else None, "headline": v.headline,
+            "confidence": v.confidence, "metrics": metrics}
+
+
+def set_baseline(state: PerfState | None, r: Report, service: str | None) -> PerfState:
+    name = service or (state.service if state else None) or _service_name(r)
+    snap = snapshot(r)
+    hist = list(state.history or []) if state else []
+    hist.append({"captured": snap["captured"], "change": "baseline set", "bundle": snap["bundle"],
+                 "verdict": _verdict(snap), "deltas": {}, "gate": None, "findings": []})
+    return PerfState(name, snap, snap, hist)
+
+
+def record(state: PerfState | None, base: Report, new: Report, comp: Comparison, change: str | None,
+           gate_failed: bool | None) -> PerfState:
+    """Append ``comp`` as a history row (the file starts with ``base`` as its baseline)."""
+    st = state or set_baseline(None, base, None)
+    snap = snapshot(new)
+    deltas = {m.key: {"delta_pct": m.delta_pct, "significant": m.significant, "direction": m.direction}
+              for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
+    row = {"captured": snap["captured"], "change": change or "(not described: pass --change TEXT)",
+           "bundle": snap["bundle"], "verdict": _verdict(snap), "deltas": deltas,
+           "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
+           "findings": [f"{f.change}: {f.title}" for f in comp.findings if f.change != "kept"]}
+    return PerfState(st.service, st.baseline, snap, [*(st.history or []), row])
+
+
+def _service_name(r: Report) -> str:
+    t = r.manifest.get("target") or {}
+    argv = [str(a) for a in t.get("cmdline") or []]
+    script = next((os.path.basename(a) for a in argv[1:] if not a.startswith("-")), None)
+    return script or str(t.get("name") or "service")
+
+
+def _verdict(snap: dict[str, Any]) -> str:
+    return str(snap["quadrant"]) + (f" / {snap['layer']} layer" if snap.get("layer") else "")
+
+
+def _metric_rows(snap: dict[str, Any]) -> list[str]:
+    rows = [f"| {cell(m['label'])} | {fmt_value(m['value'], m['unit'])} |" for m in snap["metrics"].values()
+            if isinstance(m, dict) and isinstance(m.get("value"), (int, float))]
+    return ["| metric | value |", "|---|---|", *rows, ""] if rows else ["No key metric was measured.", ""]
+
+
+def _delta_cell(d: Any) -> str:
+    if not isinstance(d, dict) or not isinstance(d.get("delta_pct"), (int, float)):
+        return "-"
+    mark = {True: "", False: " (noise)", None: " (noise unknown)"}.get(d.get("significant"), "")
+    return f"{d['delta_pct']:+.1f}%{mark}"
+
+
+def _history_row(h: dict[str, Any]) -> str:
+    raw = h.get("deltas")
+    deltas: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    cells = [cell(h.get("captured", "?")), cell(h.get("change", "")), cell(h.get("verdict", ""))]
+    cells += [_delta_cell(deltas.get(k)) for k in HISTORY_KEYS]
+    found = h.get("findings")
+    listed = "; ".join(map(str, found)) if isinstance(found, list) and found else "-"
+    cells += [cell(h.get("gate") or "-"), cell(listed)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def render(state: PerfState) -> str:
+    """The whole file, state block included."""
+    out = [f"# Performance file: {text(state.service)}", "",
+           "Written by diagnose (`diagnose baseline`, `diagnose compare --record`); it is regenerated each "
+           "time, so edits are lost. The method: measure before changing anything, change one layer at a "
+           "time, measure again, and record the effect here.", ""]
+    cur = state.current
+    if cur:
+        conf = cur.get("confidence")
+        conf_s = f" (confidence {conf:.2f})" if isinstance(conf, (int, float)) else ""
+        out += ["## Current bottleneck", "", f"**{text(_verdict(cur))}**{conf_s}, "
+                f"captured {text(cur.get('captured'))}: {text(cur.get('headline', ''))}", "",
+                f"Bundle: {code(cur.get('bundle', '?'))}", ""]
+    base = state.baseline
+    if base:
+        out += ["## Baseline", "", f"Captured {text(base.get('captured'))}, bundle {code(base.get('bundle', '?'))}; "
+                f"verdict {text(_verdict(base))}.", ""] + _metric_rows(base)
+    out += ["## History", "", "| captured | change | verdict | " + " | ".join(HISTORY_KEYS) + " | gate | findings |",
+            "|" + "---|" * (len(HISTORY_KEYS) + 5)]
+    for h in state.history or []:
+        out.append(_history_row(h))
+    blob = json.dumps(state.to_json(), indent=1, allow_nan=False).replace(">", "\\u003e")
+    return "\n".join(out) + f"\n\n{MARKER} v{VERSION}\n{blob}\n-->\n"
+
+
+__all__ = ["PerfFileError", "PerfState", "read_state", "record", "render", "set_baseline", "snapshot"]

@@ -1,0 +1,83 @@
+"""A Comparison (diagnose/compare/diff.py) as Markdown (GFM-escaped, ticket-sized) or JSON, with the
+gate's results when ``--fail-on`` was given. Pure."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from diagnose.compare.diff import Comparison, MetricDelta
+from diagnose.compare.gate import GateResult
+from diagnose.render.markdown.gfm import cell, code, text
+from diagnose.render.units import fmt_value, utc_datetime
+
+MARK = {"worse": "worse", "better": "better", "neutral": "changed", "within noise": "within noise",
+        "unknown": "-"}
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows] + [""])
+
+
+def _delta(m: MetricDelta) -> str:
+    if m.delta is None:
+        return "-"
+    pct = f" ({m.delta_pct:+.1f}%)" if m.delta_pct is not None else ""
+    unit = "pp" if m.unit == "%" else m.unit  # a change of a percentage is in percentage points
+    return f"{m.delta:+.3g} {unit}{pct}"
+
+
+def _noise(m: MetricDelta) -> str:
+    if m.band is None:
+        return m.method
+    ci = f"; bootstrap 95% [{m.ci[0]:+.3g}, {m.ci[1]:+.3g}] {m.unit}" if m.ci else ""
+    return f"±{m.band:.3g} {m.unit}{ci}"
+
+
+def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
+    failed = [g for g in gate if g.failed]
+    worse = [m for m in c.metrics if m.direction == "worse"]
+    title = ("Regression" if failed or (not gate and worse) else "No regression") + f": {c.new.verdict}"
+    out = [f"# {text(title)} (compare)", ""]
+    if c.verdict_changed:
+        out += [f"**The verdict changed**: {text(c.base.verdict)} → {text(c.new.verdict)}.", ""]
+    else:
+        out += [f"The verdict held: {text(c.new.verdict)}.", ""]
+    out += _table(["", "base", "new"], [
+        ["bundle", code(c.base.bundle), code(c.new.bundle)],
+        ["captured", utc_datetime(c.base.started_ns), utc_datetime(c.new.started_ns)],
+        ["target", code(c.base.target[:120]), code(c.new.target[:120])],
+        ["verdict", c.base.verdict, c.new.verdict],
+        ["confidence", f"{c.base.confidence:.2f}", f"{c.new.confidence:.2f}"],
+        ["headline", c.base.headline, c.new.headline]])
+    if c.shares:
+        out += ["## Quadrant shares (of the limiting account)", ""]
+        out += _table(["quadrant", "base", "new", "change"],
+                      [[q, f"{a:.2f}", f"{b:.2f}", f"{b - a:+.2f}"] for q, a, b in c.shares])
+    out += ["## Key metrics", "", "A change is significant only beyond the noise the two captures show "
+            "(per-window spread; bootstrap interval for latency percentiles).", ""]
+    out += _table(["metric", "base", "new", "change", "significant", "noise", "reading"], [
+        [m.label, fmt_value(m.base, m.unit), fmt_value(m.new, m.unit), _delta(m),
+         {True: "yes", False: "no", None: "unknown"}[m.significant], _noise(m), MARK[m.direction]]
+        for m in c.metrics] or [["no metric measured in either capture", "", "", "", "", "", ""]])
+    changed = [f for f in c.findings if f.change != "kept"]
+    out += ["## Findings", ""]
+    out += ([f"- **{f.change}**: {text(f.title)} ({code(f.rule_id)}, {f.severity})" for f in changed]
+            or ["No finding appeared or disappeared."]) + [""]
+    if gate:
+        out += ["## Regression gate (`--fail-on`)", ""]
+        out += [f"- {'**FAIL**' if g.failed else 'pass'} {code(str(g.condition))}: {text(g.reason)}" for g in gate]
+        out += [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def comparison_json(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
+    doc = c.to_json()
+    if gate:
+        doc["gate"] = {"failed": any(g.failed for g in gate),
+                       "conditions": [{"condition": str(g.condition), "failed": g.failed, "reason": g.reason}
+                                      for g in gate]}
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+__all__ = ["comparison_json", "comparison_markdown"]

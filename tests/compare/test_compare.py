@@ -1,0 +1,143 @@
+"""compare, the regression gate and the performance file on captures of a real traced HTTP service
+(tests/traced_service.py): two captures of the same service are not flagged, a slower one is."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from traced_service import capture
+
+from diagnose.cli import EXIT_REGRESSION, EXIT_USAGE, main
+from diagnose.compare import noise
+from diagnose.compare.diff import compare
+from diagnose.compare.gate import GateError, evaluate, parse_fail_on
+from diagnose.compare.perf_file import MARKER, read_state
+from diagnose.pipeline import analyse
+
+WORK, SLOW_WORK = 40, 120  # hashing rounds per request: the slower service does 3x the model work
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    d = tmp_path_factory.mktemp("compare")
+    return capture(d / "base", WORK), capture(d / "again", WORK), capture(d / "slower", SLOW_WORK)
+
+
+@pytest.fixture(scope="module")
+def reports(captures):
+    return tuple(analyse(b) for b in captures)
+
+
+def test_same_service_twice_is_within_noise(reports):
+    base, again, _ = reports
+    comp = compare(base, again)
+    keys = {m.key for m in comp.metrics}
+    assert {"p50", "p99", "qps"} <= keys
+    flagged = [(m.key, m.delta_pct) for m in comp.metrics if m.direction == "worse"]
+    assert not flagged, flagged
+    for m in comp.metrics:
+        assert m.band is not None and m.band > 0, m
+
+
+def test_slower_service_is_a_significant_regression(reports):
+    base, _, slower = reports
+    comp = compare(base, slower)
+    p50, p99, qps = comp.metric("p50"), comp.metric("p99"), comp.metric("qps")
+    assert p50.significant and p50.direction == "worse" and p50.delta_pct > 10
+    assert p99.delta_pct > 10 and p99.ci[0] > 0
+    assert qps.significant and qps.direction == "worse" and qps.delta_pct < -5
+    results = evaluate(parse_fail_on("p50=+10%,qps=-5%"), comp)
+    assert all(r.failed for r in results), results
+
+
+def test_cli_gate_exit_codes_markdown_and_json(captures, tmp_path):
+    base, again, slower = (str(p) for p in captures)
+    runner = CliRunner()
+    ok = runner.invoke(main, ["compare", base, again, "--fail-on", "p50=+25%,qps=-20%"])
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.startswith("# No regression")
+    bad = runner.invoke(main, ["compare", base, slower, "--fail-on", "p50=+10%,qps=-5%", "--format", "json"])
+    assert bad.exit_code == EXIT_REGRESSION, bad.output
+    doc = json.loads(bad.stdout)
+    assert doc["gate"]["failed"] and {c["condition"] for c in doc["gate"]["conditions"]} == {"p50=+10%", "qps=-5%"}
+    assert "diagnose: regression: p50=+10%" in bad.stderr
+    md = runner.invoke(main, ["compare", base, slower])
+    assert md.exit_code == 0 and md.output.startswith("# Regression")
+    from helpers import gfm_text
+
+    rendered = gfm_text(md.output)
+    assert "latency P50" in rendered and "worse" in rendered
+
+
+def test_performance_file_baseline_then_history(captures, tmp_path):
+    base, again, slower = (str(p) for p in captures)
+    perf = tmp_path / "perf.md"
+    runner = CliRunner()
+    r = runner.invoke(main, ["baseline", base, "--file", str(perf), "--service", "hasher"])
+    assert r.exit_code == 0, r.output
+    assert (os.stat(perf).st_mode & 0o777) == 0o600
+    r = runner.invoke(main, ["compare", base, slower, "--record", str(perf), "--change", "3x hashing --> slower",
+                             "--fail-on", "p50=+10%"])
+    assert r.exit_code == EXIT_REGRESSION
+    state = read_state(perf)
+    assert state.service == "hasher" and [h["change"] for h in state.history] == [
+        "baseline set", "3x hashing --> slower"]
+    assert state.history[-1]["gate"] == "fail" and state.history[-1]["deltas"]["p50"]["significant"] is True
+    assert state.current["bundle"] == slower and state.baseline["bundle"] == base
+    body = perf.read_text()
+    assert body.startswith("# Performance file: hasher") and "## Current bottleneck" in body
+    assert body.split(MARKER)[1].count("-->") == 1  # the change text cannot close the state comment
+    from helpers import gfm_text
+
+    shown = gfm_text(body)
+    assert "3x hashing --> slower" in shown and "diagnose-performance-file" not in shown
+
+
+def test_performance_file_refuses_what_diagnose_did_not_write(tmp_path, captures):
+    base = str(captures[0])
+    runner = CliRunner()
+    foreign = tmp_path / "notes.md"
+    foreign.write_text("# my notes\n")
+    r = runner.invoke(main, ["baseline", base, "--file", str(foreign)])
+    assert r.exit_code == EXIT_USAGE and "not written by diagnose" in r.stderr
+    assert foreign.read_text() == "# my notes\n"
+    link = tmp_path / "link.md"
+    link.symlink_to(foreign)
+    r = runner.invoke(main, ["baseline", base, "--file", str(link)])
+    assert r.exit_code == EXIT_USAGE and foreign.read_text() == "# my notes\n"
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    r = runner.invoke(main, ["compare", base, base, "--record", str(fifo)])
+    assert r.exit_code == EXIT_USAGE and "not a regular file" in r.stderr
+    broken = tmp_path / "broken.md"
+    broken.write_text(f"x\n{MARKER} v1\n{{not json\n-->\n")
+    r = runner.invoke(main, ["baseline", base, "--file", str(broken)])
+    assert r.exit_code == EXIT_USAGE and "not valid JSON" in r.stderr
+
+
+@pytest.mark.parametrize("bad", ["p99", "p99=+ten%", "latency=+5%", "cpu=5%", ""])
+def test_fail_on_errors_name_the_form(bad):
+    with pytest.raises(GateError):
+        parse_fail_on(bad)
+
+
+def test_fail_on_directions_and_absolute_amounts():
+    c = parse_fail_on("p99=10%, qps=5, cpu=+3")
+    assert [(x.key, x.rise, x.amount, x.percent) for x in c] == [
+        ("p99", True, 10.0, True), ("qps", False, 5.0, False), ("cpu", True, 3.0, False)]
+
+
+def test_noise_hand_checked():
+    # windows 3, 4 and 5 req/s vs 6, 7 and 8: SE = sqrt(1/3 + 1/3) = 0.816; band 1.63; diff 3 is beyond
+    a, b = noise.Spread((3.0, 4.0, 5.0)), noise.Spread((6.0, 7.0, 8.0))
+    sig = noise.judge(3.0, 4.0, a, b)
+    assert sig.significant and sig.band == pytest.approx(2 * np.sqrt(2 / 3))
+    assert noise.judge(1.5, 4.0, a, b).significant is False
+    assert noise.judge(1.0, 4.0, None, b).significant is None
+    lat = np.random.default_rng(1).exponential(10.0, 2000)
+    lo, hi = noise.bootstrap_diff_ci(lat, lat + 5.0, 50)
+    assert 4.0 < lo < 5.0 < hi < 6.0
+    assert noise.window_count(15.0) == 8 and noise.window_count(1.0) == 3 and noise.window_count(600) == 10

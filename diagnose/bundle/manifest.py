@@ -85,12 +85,14 @@ class Manifest:
     def build(cls, *, target: Mapping[str, Any], collectors: Iterable[CollectorStatus],
               started_ns: int | None, ended_ns: int | None, end_reason: str, partial: bool,
               options: Mapping[str, Any] | None = None, command: Iterable[str] | None = None,
-              imported_at_ns: int | None = None) -> Manifest:
-        """A new manifest of this tool and schema version; ``command`` defaults to ``sys.argv``."""
+              imported_at_ns: int | None = None, extra: Mapping[str, Any] | None = None) -> Manifest:
+        """A new manifest of this tool and schema version; ``command`` defaults to ``sys.argv``.
+        ``extra``: further top-level keys (the capture's ``host`` facts and ``cost``)."""
         return cls(target=dict(target), collectors=tuple(collectors), started_ns=started_ns,
                    ended_ns=ended_ns, end_reason=end_reason, partial=partial,
                    options=dict(options or {}), command=tuple(sys.argv if command is None else command),
-                   tool=tool_identity(), schema_version=SCHEMA_VERSION, imported_at_ns=imported_at_ns)
+                   tool=tool_identity(), schema_version=SCHEMA_VERSION, imported_at_ns=imported_at_ns,
+                   extra=dict(extra or {}))
 
     @property
     def by_collector(self) -> dict[str, CollectorStatus]:

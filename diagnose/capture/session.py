@@ -16,6 +16,7 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
+from diagnose.capture.cost import CostMeter, host_facts
 from diagnose.capture.target import Target
 from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
 
@@ -59,6 +60,7 @@ class Capture:
         self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
     ) -> CaptureResult:
         collectors = self.collectors or tuple(c() for c in COLLECTORS)
+        meter = CostMeter()
         started_ns = self.clock.time_ns()
         when = datetime.fromtimestamp(started_ns / 1e9, timezone.utc)
         writer = BundleWriter.create(self.out_dir, self.target.pid, when)
@@ -73,7 +75,7 @@ class Capture:
         partial = end_reason != "duration reached" or any(
             s.state == CollectorState.PARTIAL for s in final
         )
-        self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial)
+        self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial, meter.finish())
         writer.close()
         return CaptureResult(writer.path, end_reason, final, partial)
 
@@ -130,7 +132,10 @@ class Capture:
             return list(pool.map(stop_one, collectors))
 
     def _write_manifest(self, writer: BundleWriter, started_ns: int, ended_ns: int | None, end_reason: str,
-                        statuses: Iterable[CollectorStatus], partial: bool = True) -> None:
+                        statuses: Iterable[CollectorStatus], partial: bool = True,
+                        cost: dict[str, Any] | None = None) -> None:
+        extra: dict[str, Any] = {"host": host_facts()} | ({"cost": cost} if cost else {})
         writer.write_manifest(Manifest.build(
             target=self.target.to_json(), collectors=statuses, started_ns=started_ns, ended_ns=ended_ns,
-            end_reason=end_reason, partial=partial, options=asdict(self.options), command=self.command))
+            end_reason=end_reason, partial=partial, options=asdict(self.options), command=self.command,
+            extra=extra))

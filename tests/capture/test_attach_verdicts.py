@@ -38,6 +38,14 @@ def test_json_serialization_loop_is_service_bound(workload, tmp_path):
     assert states["pyspy"] == states["process"] == "ok"
     assert states["dcgm"] == "unavailable"  # GPU collectors report why they did not run (no --dcgm here)
     assert_private(bundle)
+    # what the capture cost, measured (getrusage over the capture) and said in the report
+    cost = doc["capture"]["cost"]
+    assert 4.5 < cost["wall_s"] < 30 and 0 < cost["diagnose_cpu_s"] < cost["wall_s"] * 2
+    assert cost["children_cpu_s"] > 0 and cost["max_rss_bytes"] > 10 << 20  # py-spy ran; diagnose's own memory
+    line = next(ln for ln in report.splitlines() if ln.startswith("**Cost of this capture**"))
+    assert f"{cost['diagnose_cpu_s']:.2f} s of CPU" in line and "py-spy" in line
+    env = report.split("## Environment", 1)[1]
+    assert f"{doc['capture']['host']['cpus']} logical" in env and "Python" in env
 
 
 def test_socket_reader_is_io_bound(workload, trickle_server, tmp_path):

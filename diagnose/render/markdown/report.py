@@ -59,11 +59,11 @@ class MarkdownRenderer(Renderer):
 
     def render(self, report: Report) -> str:
         a, m = report.analysis, report.manifest
-        head = self._head(a, m) + self._account(a) + self._metrics(a)
-        tail = self._stacks(a) + self._not_judged(a) + self._environment(m) + self._reproduce(m)
+        head = self._head(a, m) + self._account(a) + self._metrics(a) + self._cost(report)
+        tail = self._stacks(a) + self._not_judged(a) + self._environment(report) + self._reproduce(m)
         if self.full:
             tail = (self._stacks(a) + self._timeline(a) + self._gpus(a) + self._threads(a) + self._signals(a)
-                    + self._not_judged(a) + self._collectors(a, m) + self._environment(m) + self._reproduce(m))
+                    + self._not_judged(a) + self._collectors(a, m) + self._environment(report) + self._reproduce(m))
         budget = None if self.full else MAX_CHARS - _size(head) - _size(tail) - 200
         return "\n".join(head + self._findings(a, budget) + tail).rstrip() + "\n"
 
@@ -90,6 +90,11 @@ class MarkdownRenderer(Renderer):
         if a.data_quality.get("traces_apart"):
             out += [f"**Warning:** {text(a.data_quality['traces_apart'])}.", ""]
         return out + [when, "", f"Target command: {code(cmd)}", ""]
+
+    def _cost(self, report: Report) -> list[str]:
+        from diagnose.render.markdown.environment import cost_line
+
+        return [cost_line(report), ""]
 
     def _account(self, a: Analysis) -> list[str]:
         from diagnose.render.account import MIN_SHARE, account_rows_of
@@ -193,14 +198,13 @@ class MarkdownRenderer(Renderer):
         dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
         return out + [f"- {k.replace('_', ' ')}: {text(_plain(v))}" for k, v in dq.items()] + [""]
 
-    def _environment(self, m: dict[str, Any]) -> list[str]:
-        tool, t = m.get("tool") or {}, m.get("target") or {}
-        host = m.get("host") or {}
-        bits = [f"diagnose {tool.get('version', '?')} (Python {tool.get('python', '?')})",
-                f"target {text(t.get('exe') or t.get('name') or '?')}"]
-        bits += [f"{k} {text(v)}" for k, v in host.items() if isinstance(v, (str, int, float))]
+    def _environment(self, report: Report) -> list[str]:
+        from diagnose.render.markdown.environment import environment_bits
+
+        m = report.manifest
         collectors = ", ".join(f"{c.get('name')} {c.get('state')}" for c in m.get("collectors", []))
-        return ["## Environment", "", "; ".join(bits) + ".", "", f"Collectors: {text(collectors)}.", ""]
+        return ["## Environment", "", "; ".join(environment_bits(report)) + ".", "",
+                f"Collectors: {text(collectors)}.", ""]
 
     def _reproduce(self, m: dict[str, Any]) -> list[str]:
         return ["## Reproduce", "", *fenced([reproduce_command(m)]), ""]

@@ -1,0 +1,81 @@
+"""The report's environment line and its "cost of this capture" line. Pure: reads the manifest
+(``tool``, ``target``, ``host``, ``cost``, written by diagnose/capture/session.py and cost.py) and
+the bundle's torch (torch.jsonl ``torch_version``) and NVML (driver, device names) records."""
+from __future__ import annotations
+
+from typing import Any
+
+from diagnose.bundle.streams import TORCH
+from diagnose.model import Report
+from diagnose.render.markdown.gfm import text
+from diagnose.render.units import fmt_value
+
+
+def _torch_version(report: Report) -> str | None:
+    versions = {str(r["torch_version"]) for r in report.bundle.stream(TORCH) if r.get("torch_version")}
+    return ", ".join(sorted(versions)) or None
+
+
+def _gpus(report: Report) -> list[str]:
+    from diagnose.signals.gpu_series import read_nvml
+
+    nv = read_nvml(report.bundle)
+    names: dict[str, int] = {}
+    for dev in nv.devices.values():
+        name = str(dev.get("name") or "GPU")
+        names[name] = names.get(name, 0) + 1
+    out = [f"{n} x {name}" for name, n in names.items()]
+    driver = nv.host.get("driver_version")
+    return out + ([f"NVIDIA driver {driver}"] if driver else [])
+
+
+def environment_bits(report: Report) -> list[str]:
+    """diagnose, Python, target, torch, GPUs and driver, host OS/CPU/memory: GFM-escaped pieces."""
+    m = report.manifest
+    tool, t = m.get("tool") or {}, m.get("target") or {}
+    host = m.get("host") if isinstance(m.get("host"), dict) else {}
+    bits = [f"diagnose {text(tool.get('version', '?'))} (Python {text(tool.get('python', '?'))})",
+            f"target {text(t.get('exe') or t.get('name') or '?')}"]
+    torch = _torch_version(report)
+    bits += [f"torch {text(torch)} (the target's)"] if torch else []
+    bits += [text(g) for g in _gpus(report)]
+    if host.get("os"):
+        bits.append(f"host {text(host['os'])} {text(host.get('machine', ''))}".rstrip())
+    if host.get("cpu") or host.get("cpus"):
+        bits.append(f"CPU {text(host.get('cpu') or '?')} x {text(host.get('cpus', '?'))} logical")
+    if isinstance(host.get("memory_bytes"), int):
+        bits.append(f"memory {fmt_value(float(host['memory_bytes']), 'bytes')}")
+    return bits
+
+
+def _num(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+
+
+def cost_line(report: Report) -> str:
+    """One sentence: diagnose's CPU as a share of a core and of the host, its children's, its peak
+    memory, and what is not measured."""
+    m = report.manifest
+    cost = m.get("cost") if isinstance(m.get("cost"), dict) else None
+    if cost is None:
+        why = "imported files" if m.get("end_reason") == "imported" else "a bundle without the record"
+        return f"**Cost of this capture**: not recorded ({why})."
+    wall, own, kids = _num(cost, "wall_s"), _num(cost, "diagnose_cpu_s"), _num(cost, "children_cpu_s")
+    cpus = _num(cost, "host_cpus") or 1.0
+    if not wall or own is None:
+        return "**Cost of this capture**: not recorded (incomplete record)."
+    parts = [f"diagnose used {own:.2f} s of CPU in {wall:.1f} s ({100 * own / wall:.1f}% of one core, "
+             f"{100 * own / wall / cpus:.1f}% of the host's {cpus:.0f} CPUs)"]
+    if kids is not None:
+        parts.append(f"its child processes (py-spy) {kids:.2f} s ({100 * kids / wall:.1f}% of one core)")
+    rss = _num(cost, "max_rss_bytes")
+    if rss:
+        parts.append(f"peak memory {fmt_value(rss, 'bytes')}")
+    agent = any(c.get("name") == "agent" and c.get("state") in ("ok", "partial") for c in m.get("collectors", [])
+                if isinstance(c, dict))
+    tail = " The in-target agent's stall of the target was not measured." if agent else ""
+    return "**Cost of this capture**: " + "; ".join(parts) + "." + tail
+
+
+__all__ = ["cost_line", "environment_bits"]

@@ -356,14 +356,20 @@ def load_thresholds(path: Path | None) -> dict[str, float]:
               help="Write to this file (mode 0600) instead of stdout.")
 @click.option("--full", is_flag=True, help="With -f md: the full report (the same as -f md-full): also the "
               "timeline, GPU, thread, signal and collector tables.")
+@click.option("--redact", is_flag=True, help="Replace host and user names, home directories, IP addresses and the "
+              "target's arguments with stable placeholders ({host-1}, {user-1}, {ip-1}, {arg-1}).")
 @thresholds_option
-def report(bundle: Path, fmt: str, output: Path | None, full: bool, thresholds: Path | None) -> None:
+def report(bundle: Path, fmt: str, output: Path | None, full: bool, redact: bool, thresholds: Path | None) -> None:
     """Render a bundle's analysis in another format without touching the bundle."""
     from diagnose.bundle import write_private_bytes
-    from diagnose.render import render
+    from diagnose.render import render, renderer
+    from diagnose.render.redact import redact as redact_body
 
     fmt = "md-full" if full and fmt == "md" else fmt
-    body = render(open_report(bundle, load_thresholds(thresholds)), fmt)
+    rep = open_report(bundle, load_thresholds(thresholds))
+    body = render(rep, fmt)
+    if redact:
+        body = redact_body(body, rep, renderer(fmt).extension.endswith(".json"))
     if output is None:
         _echo_document(body)
         return
@@ -399,26 +405,80 @@ def rules_command() -> None:
 
 
 @main.command(epilog=EPILOG)
-@click.argument("bundle", type=click.Path(path_type=Path))
+@click.argument("url", required=False)
+@click.option("--rates", help="Offered loads in requests/s, comma-separated: 5,10,20,40 (at least 4).")
+@click.option("--from", "rate_from", type=float, help="Or geometric steps: the lowest rate (with --to).")
+@click.option("--to", "rate_to", type=float, help="The highest rate of the geometric steps.")
+@click.option("--steps", "n_steps", type=click.IntRange(4, 100), default=6, show_default=True,
+              help="How many geometric steps from --from to --to.")
+@click.option("--step-s", type=click.FloatRange(0.5, 3600.0), default=5.0, show_default=True,
+              help="Seconds measured per step, after its warm-up.")
+@click.option("--warmup-s", type=click.FloatRange(0.0, 600.0), default=1.0, show_default=True,
+              help="Seconds of load per step before measuring (discarded).")
+@click.option("--method", type=click.Choice(["POST", "GET"]), default="POST", show_default=True,
+              help="POST sends the demo service's JSON body; GET sends none.")
+@click.option("--connections", type=click.IntRange(1, 1024), default=16, show_default=True,
+              help="Keep-alive connections of the open-loop generator (the most requests in flight).")
+@click.option("--command", metavar="'CMD {qps}'", help="Instead of a URL: run CMD per step, {qps} and {seconds} "
+              'substituted (no shell); its last stdout line must be JSON {"throughput": req/s, "p99_ms": ms}.')
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="SWEEP.json",
+              help="Write the sweep (mode 0600) for `diagnose plan --sweep`.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def sweep(url: str | None, rates: str | None, rate_from: float | None, rate_to: float | None, n_steps: int,
+          step_s: float, warmup_s: float, method: str, connections: int, command: str | None, out: Path | None,
+          fmt: str) -> None:
+    """Step the offered load against a service (open-loop Poisson arrivals to URL, or --command), record
+    P99 and throughput per step, and find the knee where P99 starts to degrade (two-segment fit)."""
+    import json
+
+    from diagnose.capacity import sweep as sweeps
+
+    progress = (lambda s: click.echo(sweeps.step_row(s), err=True)) if sys.stderr.isatty() else None
+    try:
+        driver = sweeps.make_driver(url, command, method, connections, warmup_s)
+        result = sweeps.run_sweep(driver, sweeps.choose_rates(rates, rate_from, rate_to, n_steps), step_s, progress)
+    except sweeps.SweepError as exc:
+        raise fail(str(exc)) from None
+    if out is not None:
+        try:
+            sweeps.save_sweep(out, result)
+        except OSError as exc:
+            raise fail(f"cannot write {out}: {exc.strerror}; choose --out FILE in a writable directory") from None
+    click.echo(json.dumps(result.to_json(), indent=2) if fmt == "json" else "\n".join(sweeps.sweep_lines(result)))
+    if out is not None:
+        click.echo(f"wrote {out}", err=True)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("bundle", type=click.Path(path_type=Path), required=False)
 @click.option("--target-qps", type=float, required=True, help="Requests/s the service must serve.")
 @click.option("--slo-p99", "slo_p99_ms", type=float, help="P99 latency objective in ms (checked against the capture).")
 @click.option("--headroom", type=float, default=1.3, show_default=True, help="Capacity multiplier over the bare need.")
 @click.option("--gpu-hour-price", type=float, help="Price of one GPU-hour: gives the cost per 1M output tokens.")
 @click.option("--gpus-per-instance", type=int, default=1, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def plan(bundle: Path, target_qps: float, slo_p99_ms: float | None, headroom: float, gpu_hour_price: float | None,
-         gpus_per_instance: int, fmt: str) -> None:
+@click.option("--sweep", "sweep_file", type=click.Path(dir_okay=False, path_type=Path), metavar="SWEEP.json",
+              help="A `diagnose sweep --out` file: one instance's QPS is its knee's (BUNDLE then optional).")
+def plan(bundle: Path | None, target_qps: float, slo_p99_ms: float | None, headroom: float,
+         gpu_hour_price: float | None, gpus_per_instance: int, fmt: str, sweep_file: Path | None) -> None:
     """Capacity and cost: instances = target QPS / per-instance QPS x headroom (QPS measured in the
-    capture), concurrency by Little's law, cost per 1M tokens from the measured tokens/s."""
+    capture, or at the knee of --sweep), concurrency by Little's law, cost per 1M tokens from the
+    measured tokens/s."""
     import json
 
     from diagnose.capacity.plan import PlanError, Target
     from diagnose.capacity.plan import plan as make_plan
+    from diagnose.capacity.sweep import SweepError, load_sweep, plan_with_sweep
 
+    target = Target(target_qps, slo_p99_ms, headroom, gpu_hour_price, gpus_per_instance)
     try:
-        p = make_plan(open_report(bundle, {}), Target(target_qps, slo_p99_ms, headroom, gpu_hour_price,
-                                                      gpus_per_instance))
-    except PlanError as exc:
+        if sweep_file is not None:
+            p = plan_with_sweep(open_report(bundle, {}) if bundle else None, target, load_sweep(sweep_file))
+        elif bundle is not None:
+            p = make_plan(open_report(bundle, {}), target)
+        else:
+            raise fail("plan needs a BUNDLE, a --sweep SWEEP.json from `diagnose sweep --out`, or both")
+    except (PlanError, SweepError) as exc:
         raise fail(str(exc)) from None
     if fmt == "json":
         click.echo(json.dumps(p.to_json(), indent=2))

@@ -63,7 +63,8 @@ def cost_per_1m_tokens(gpu_hour_price: float, tokens_per_s: float, gpus: int = 1
     return gpu_hour_price * gpus * 1e6 / (tokens_per_s * 3600.0)
 
 
-def _check(t: Target) -> None:
+def check_target(t: Target) -> None:
+    """Raises PlanError when an input of ``t`` is not a positive finite number."""
     for name, v in (("target QPS", t.qps), ("headroom", t.headroom)):
         if not (math.isfinite(v) and v > 0):
             raise PlanError(f"{name} must be a positive number, not {v}")
@@ -76,7 +77,7 @@ def _check(t: Target) -> None:
 
 def plan(report: Report, target: Target) -> Plan:
     """The plan for ``target`` from ``report``'s measured requests. Raises PlanError."""
-    _check(target)
+    check_target(target)
     req = report.analysis.details.get("requests") or {}
     lat = req.get("latency") or {}
     qps, mean_ms = req.get("qps"), lat.get("mean_ms")
@@ -103,4 +104,5 @@ def plan(report: Report, target: Target) -> Plan:
     return Plan(qps, mean_ms, p99, n, in_flight, in_flight / n, tps, cost, tuple(notes))
 
 
-__all__ = ["Plan", "PlanError", "Target", "cost_per_1m_tokens", "instances_needed", "littles_law_in_flight", "plan"]
+__all__ = ["Plan", "PlanError", "Target", "check_target", "cost_per_1m_tokens", "instances_needed",
+           "littles_law_in_flight", "plan"]

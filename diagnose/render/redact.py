@@ -70,7 +70,8 @@ def _forms(value: str) -> tuple[str, ...]:
 
 def redactor_for(report: Report) -> Redactor:
     r = Redactor()
-    t = report.manifest.get("target") if isinstance(report.manifest.get("target"), dict) else {}
+    raw = report.manifest.get("target")
+    t: dict[str, Any] = raw if isinstance(raw, dict) else {}
     argv = [str(a) for a in t.get("cmdline") or [] if isinstance(a, str)]
     if len(argv) > 1:
         args = [r.placeholder("arg", a) for a in argv[1:]]

@@ -20,12 +20,12 @@ def test_the_methods_worked_numbers():
 
 
 def test_bad_targets_are_refused():
-    from diagnose.capacity.plan import _check
+    from diagnose.capacity.plan import check_target
 
     for bad in (Target(0), Target(-5), Target(float("nan")), Target(100, headroom=0), Target(100, slo_p99_ms=-1),
                 Target(100, gpus_per_instance=0)):
         with pytest.raises(PlanError):
-            _check(bad)
+            check_target(bad)
 
 
 def test_plan_on_a_real_capture(tmp_path):

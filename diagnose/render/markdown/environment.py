@@ -33,7 +33,8 @@ def environment_bits(report: Report) -> list[str]:
     """diagnose, Python, target, torch, GPUs and driver, host OS/CPU/memory: GFM-escaped pieces."""
     m = report.manifest
     tool, t = m.get("tool") or {}, m.get("target") or {}
-    host = m.get("host") if isinstance(m.get("host"), dict) else {}
+    raw = m.get("host")
+    host: dict[str, Any] = raw if isinstance(raw, dict) else {}
     bits = [f"diagnose {text(tool.get('version', '?'))} (Python {text(tool.get('python', '?'))})",
             f"target {text(t.get('exe') or t.get('name') or '?')}"]
     torch = _torch_version(report)

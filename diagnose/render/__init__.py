@@ -6,10 +6,11 @@ from diagnose.model import Report
 from diagnose.render.base import Renderer
 from diagnose.render.findings_json import JsonRenderer
 from diagnose.render.markdown.report import FullMarkdownRenderer, MarkdownRenderer
+from diagnose.render.perfetto import PerfettoRenderer
 from diagnose.render.speedscope import SpeedscopeRenderer
 
 RENDERERS: dict[str, type[Renderer]] = {r.format: r for r in (MarkdownRenderer, FullMarkdownRenderer, JsonRenderer,
-                                                              SpeedscopeRenderer)}
+                                                              SpeedscopeRenderer, PerfettoRenderer)}
 
 
 class UnknownFormat(KeyError):

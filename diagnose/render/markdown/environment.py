@@ -1,6 +1,6 @@
 """The report's environment line and its "cost of this capture" line. Pure: reads the manifest
 (``tool``, ``target``, ``host``, ``cost``, written by diagnose/capture/session.py and cost.py) and
-the bundle's torch (torch.jsonl ``torch_version``) and NVML (driver, device names) records."""
+the bundle's torch index (TORCH records: ``torch_version``) and NVML (driver, device names) records."""
 from __future__ import annotations
 
 from typing import Any

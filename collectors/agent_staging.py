@@ -25,7 +25,8 @@ FILES = (SPANS.name, GC.name, TORCH.name)
 TRACE_DIR = TORCH_TRACES.name.rstrip("/")
 # the trace files the agent writes, named as TORCH_TRACES.pattern declares them
 _HEAD, _TAIL = os.path.basename(TORCH_TRACES.pattern or "").split("{seq:04d}")
-TRACE_NAME = re.compile(re.escape(_HEAD) + r"\d{4,6}" + re.escape(_TAIL))
+# raw (the agent writes the trace as Kineto exports it) or gzipped
+TRACE_NAME = re.compile(re.escape(_HEAD) + r"\d{4,6}" + re.escape(_TAIL.removesuffix(".gz")) + r"(?:\.gz)?")
 MAX_FILE_BYTES = 8 << 30  # a torch trace of a long window is GBs; /dev/zero-like files stop here
 CHUNK = 1 << 20
 

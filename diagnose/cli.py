@@ -99,7 +99,8 @@ def capture_options(f):
                      help="Do not run this collector (repeatable)."),
         click.option("--no-tui", is_flag=True, help="Headless: no live progress line."),
         click.option("--torch-window", type=click.FloatRange(0.0, 60.0), default=10.0, show_default=True,
-                     help="Agent: torch profiler window (s) at the start of the capture; 0 = none."),
+                     help="Agent: torch profiled time (s), in bounded windows through the capture, each "
+                     "stop and export holding the target <= 50 ms; 0 = none."),
         click.option("--inject", is_flag=True,
                      help="Load the agent into a target without one (Python >= 3.14, sys.remote_exec)."),
         click.option("--otlp-listen", metavar="HOST:PORT", callback=_check_otlp_listen,
@@ -203,7 +204,7 @@ def attach(pid: int, **kw) -> None:
               help="With --capture: directory in which the bundle directory is created.")
 @click.option("--no-tui", is_flag=True, help="Headless: no live progress line.")
 @click.option("--torch-window", type=click.FloatRange(0.0, 60.0), default=10.0, show_default=True,
-              help="With --capture: torch profiler window (s).")
+              help="With --capture: torch profiled time (s), in bounded windows (see attach --help).")
 @click.option("--otlp-listen", metavar="HOST:PORT", callback=_check_otlp_listen,
               help="With --capture: also receive OTLP/HTTP spans on HOST:PORT.")
 @click.option("--nvtx", is_flag=True, help="Mirror OpenTelemetry spans as NVTX ranges (nvtx package).")

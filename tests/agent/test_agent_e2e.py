@@ -27,21 +27,26 @@ def spans_by_name(bundle) -> dict[str, list[dict]]:
     return out
 
 
-def torch_events(bundle) -> tuple[dict, list[dict]]:
+def torch_events(bundle) -> tuple[list[dict], list[dict]]:
+    """The index records of every torch window and all their events (each tagged with its
+    window's clock base as ``_base``); the agent writes raw traces, the importer gzipped ones."""
     index = [json.loads(x) for x in (bundle / "torch.jsonl").read_text().splitlines()]
-    assert len(index) == 1 and index[0]["error"] is None, index
-    doc = json.loads(gzip.decompress((bundle / index[0]["file"]).read_bytes()))
-    return index[0], doc["traceEvents"]
+    assert index and all(r["error"] is None for r in index), index
+    events = []
+    for r in index:
+        raw = (bundle / r["file"]).read_bytes()
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        events += [{**e, "_base": r["base_time_ns"]} for e in doc["traceEvents"]]
+    return index, events
 
 
-def torch_vs_span_offsets_us(index: dict, events: list[dict], spans: list[dict]) -> list[float]:
+def torch_vs_span_offsets_us(events: list[dict], spans: list[dict]) -> list[float]:
     """For each mirrored 'model' label in the torch trace: its start minus its span's start (us)."""
-    base = index["base_time_ns"]
     starts = sorted(s["start_ns"] for s in spans)
     out = []
     for ev in events:
         if ev.get("name") == "model" and ev.get("ph") == "X":
-            t_ns = base + ev["ts"] * 1000
+            t_ns = ev["_base"] + ev["ts"] * 1000
             nearest = min(starts, key=lambda s: abs(s - t_ns))
             out.append((t_ns - nearest) / 1000)
     return out
@@ -112,7 +117,10 @@ def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, 
     assert agent["counts"]["spans"] > 20 and agent["counts"]["gc_pauses"] > 0
 
     index, events = torch_events(bundle)
-    assert index["activities"] == ["cpu"] and index["base_time_ns"] > 0
+    assert all(r["activities"] == ["cpu"] and r["base_time_ns"] > 0 for r in index)
+    # bounded windows (diagnose/agent/inproc/windowplan.py): each stop and export held the target
+    # for at most the budget, as the agent measured it
+    assert all(max(r["stop_s"], r["export_s"]) <= 0.1 for r in index[1:]), index  # 50 ms + CI slack
     serve_tids = {e["tid"] for e in events if e.get("name") == "aten::addmm"}
     assert serve_tids, "no aten::addmm from the model in the torch trace"
     names = {e.get("name") for e in events}
@@ -131,8 +139,8 @@ def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, 
     assert gc_rec["end_ns"] >= gc_rec["start_ns"] > 0 and gc_rec["generation"] in (0, 1, 2)
 
     # One clock: torch (Kineto base + us) vs OTel spans (time.time_ns)
-    torch_off = torch_vs_span_offsets_us(index, events, spans["model"])
-    assert len(torch_off) >= 5  # stages in the torch window (the profiler slows the model)
+    torch_off = torch_vs_span_offsets_us(events, spans["model"])
+    assert len(torch_off) >= 3  # stages inside the bounded torch windows (windowplan.py keeps them short)
     offs = sorted(abs(x) for x in torch_off)
     # same clock: the typical stage is tens of us apart (a clock/base error moves them all); a stage
     # preempted between its span start and its torch label may be ~1.5 ms off on a loaded host
@@ -152,7 +160,7 @@ def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, 
     assert inside > 0.8
 
     assert stat.S_IMODE((bundle / "torch").stat().st_mode) == 0o700
-    for f in ("spans.jsonl", "gc.jsonl", "torch.jsonl", index["file"]):
+    for f in ("spans.jsonl", "gc.jsonl", "torch.jsonl", *(r["file"] for r in index)):
         assert stat.S_IMODE((bundle / f).stat().st_mode) == 0o600, f
     doc = findings(bundle)
     assert {c["name"]: c["state"] for c in doc["collectors"]}["agent"] == "ok"

@@ -22,6 +22,7 @@ from diagnose.agent.inproc import spans as span_hooks
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.records import SpanCounts, count_record
 from diagnose.agent.inproc.torchwin import DEFAULT_WINDOW_S, MAX_WINDOW_S, TorchWindow, torch_unavailable_reason
+from diagnose.agent.inproc.windowplan import STALL_BUDGET_S, STALL_SHARE, WindowStats, next_window
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import GC, SPANS, TORCH
 
@@ -83,7 +84,13 @@ class CaptureSession:
         self._sink = span_hooks.SpanSink()
         self._gc = GcRecorder()
         self._torch: TorchWindow | None = None
+        self._torch_windows: list[WindowStats] = []
+        self._torch_next: tuple[float, float] | None = None  # (monotonic start, window s) of the next window
+        self._torch_end_at = 0.0
+        self._torch_first_at: float | None = None
+        self._torch_reason = ""
         self._span_counts = SpanCounts()
+        self._drained_at = 0.0
 
     @property
     def running(self) -> bool:
@@ -136,7 +143,25 @@ class CaptureSession:
         if reason:
             self.parts["torch"] = Part(UNAVAILABLE, reason)
             return
-        self._torch = TorchWindow(self.out_dir, 1, r.record_shapes, r.with_flops, r.with_stack)
+        self._schedule_torch(time.monotonic())
+
+    def _schedule_torch(self, now: float) -> None:
+        """Plan the next window from the ones done (diagnose/agent/inproc/windowplan.py)."""
+        elapsed = now - self._torch_first_at if self._torch_first_at is not None else 0.0
+        nxt = next_window(self._torch_windows, self.request.torch_window_s, elapsed)
+        if nxt is None:
+            self._torch_next = None
+            return
+        self._torch_next = (now + nxt.gap_s, nxt.window_s)
+        self._torch_reason = nxt.reason
+
+    def _start_torch(self, now: float) -> None:
+        assert self._torch_next is not None
+        window_s = self._torch_next[1]
+        self._torch_next = None
+        r = self.request
+        self._torch = TorchWindow(self.out_dir, len(self._torch_windows) + 1, r.record_shapes, r.with_flops,
+                                  r.with_stack)
         if r.record_function and self.bridge is not None:
             self.bridge.torch_on = True
         try:
@@ -145,15 +170,33 @@ class CaptureSession:
             self._torch = None
             self._end_torch_mirror()
             self.parts["torch"] = Part(FAILED, f"torch profiler did not start: {exc}")
+            return
+        self._torch_first_at = self._torch_first_at or now
+        self._torch_end_at = time.monotonic() + window_s
+
+    def _torch_wake(self) -> float | None:
+        """Monotonic time of the next torch start or stop, if any."""
+        if self._torch is not None:
+            return self._torch_end_at
+        return self._torch_next[0] if self._torch_next is not None else None
 
     def _loop(self) -> None:
         deadline = time.monotonic() + self.request.duration_s
-        torch_due = time.monotonic() + self.request.torch_window_s
-        while not self._stop.wait(DRAIN_PERIOD_S):
-            self._drain()
+        while True:
             now = time.monotonic()
-            if self._torch is not None and now >= torch_due:
+            wake = self._torch_wake()
+            timeout = min(DRAIN_PERIOD_S, max(0.0, deadline - now), max(0.0, wake - now) if wake else DRAIN_PERIOD_S)
+            if self._stop.wait(timeout):
+                break
+            now = time.monotonic()
+            if self._torch is not None and now >= self._torch_end_at:
                 self._stop_torch()
+                self._schedule_torch(time.monotonic())
+            elif self._torch is None and self._torch_next is not None and now >= self._torch_next[0]:
+                self._start_torch(now)
+            if now >= self._drained_at + DRAIN_PERIOD_S:
+                self._drain()
+                self._drained_at = now
             if now >= deadline:
                 break
             if self.parts["spans"].state == UNAVAILABLE and self.request.spans:
@@ -170,13 +213,25 @@ class CaptureSession:
         self._end_torch_mirror()
         record = window.stop()
         self._writer.stream(TORCH.name).write(record)
+        if not record["error"]:
+            self._torch_windows.append(WindowStats((record["stopping_ns"] - record["start_ns"]) / 1e9,
+                                                   int(record["events"] or 0), record["stop_s"], record["export_s"]))
         part = self.parts["torch"]
-        part.counts = {"torch_traces": 1 if record["file"] else 0, "torch_trace_bytes": record.get("bytes", 0),
-                       "torch_window_s": round((record["end_ns"] - record["start_ns"]) / 1e9, 3)}
         if record["error"]:
             part.state, part.reason = FAILED, f"torch trace export failed: {record['error']}"
+            self._torch_next = None
         elif record.get("note"):
             part.reason = record["note"]
+        part.counts = self._torch_counts()
+
+    def _torch_counts(self) -> dict[str, Any]:
+        ws = self._torch_windows
+        return {"torch_traces": len(ws), "torch_window_s": round(sum(w.window_s for w in ws), 3),
+                "torch_events": sum(w.events for w in ws),
+                "torch_hold_max_ms": round(1e3 * max((w.hold_s for w in ws), default=0.0), 1),
+                "torch_hold_total_ms": round(1e3 * sum(w.total_hold_s for w in ws), 1),
+                "torch_hold_budget_ms": STALL_BUDGET_S * 1e3, "torch_hold_share_budget_pct": STALL_SHARE * 100,
+                "torch_plan": self._torch_reason}
 
     def _end_torch_mirror(self) -> None:
         if self.bridge is not None:

@@ -1,4 +1,4 @@
-"""One bounded torch profiler window inside the target, written gzipped into the bundle.
+"""One bounded torch profiler window inside the target, written as the raw Chrome trace.
 
 The Kineto profiler behind ``torch.profiler.profile``, used directly
 (``torch.autograd.profiler.profile(use_kineto=True)``): CPU, plus CUDA where torch has it
@@ -14,11 +14,9 @@ target that has not imported torch has no kernel timeline.
 """
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ from diagnose.bundle.streams import TORCH_TRACES
 
 MAX_WINDOW_S = 60.0
 DEFAULT_WINDOW_S = 10.0
+YIELD_S = 0.01  # between the profiler's stop and the export
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 _HEADER_BYTES = 16 * 1024
 
@@ -54,7 +53,7 @@ class TorchWindow:
     def __init__(self, out_dir: Path, seq: int, record_shapes: bool = True, with_flops: bool = True,
                  with_stack: bool = False):
         self.out_dir = out_dir
-        self.rel = TORCH_TRACES.file(seq)
+        self.rel = TORCH_TRACES.file(seq).removesuffix(".gz")  # raw: compressing would stall the target
         self.opts = {"record_shapes": record_shapes, "with_flops": with_flops, "with_stack": with_stack}
         self.note: str | None = None
         self._prof: Any = None
@@ -90,15 +89,27 @@ class TorchWindow:
         return config()
 
     def stop(self) -> dict[str, Any]:
-        """Stop and export. Returns the TORCH index record (``error`` set if export failed)."""
+        """Stop, yield, export. Returns the TORCH index record (``error`` set if export failed).
+
+        The profiler's stop and the export each hold the target's GIL for a time that grows with
+        the recorded events (~10-30 us per event on a CPU build): they run as two separate holds
+        with a pause between them so serving threads run in between; each is timed (``stop_s``,
+        ``export_s``) and the record says how many events the trace holds (``events``)."""
         torch = sys.modules["torch"]
         record: dict[str, Any] = {"file": None, "start_ns": self.start_ns, "end_ns": None,
                                   "base_time_ns": None, "activities": self._activities,
-                                  "torch_version": str(torch.__version__), "error": None}
+                                  "torch_version": str(torch.__version__), "error": None,
+                                  "stop_s": None, "export_s": None, "events": None}
         try:
+            record["stopping_ns"] = time.time_ns()  # the profiled window ends here; end_ns after the stop
+            t0 = time.perf_counter()
             self._prof.__exit__(None, None, None)
             record["end_ns"] = time.time_ns()
-            record["base_time_ns"], record["bytes"] = self._export()
+            record["stop_s"] = round(time.perf_counter() - t0, 6)
+            time.sleep(YIELD_S)  # the serving threads take the GIL back before the export holds it again
+            t1 = time.perf_counter()
+            record["base_time_ns"], record["bytes"], record["events"] = self._export()
+            record["export_s"] = round(time.perf_counter() - t1, 6)
             record["file"] = self.rel
         except (RuntimeError, OSError, ValueError) as exc:
             record["end_ns"] = record["end_ns"] or time.time_ns()
@@ -109,22 +120,39 @@ class TorchWindow:
             record["note"] = self.note
         return record
 
-    def _export(self) -> tuple[int | None, int]:
-        """Chrome trace -> private temp file -> gzip -> atomic rename. Returns (base ns, gz bytes)."""
+    def _export(self) -> tuple[int | None, int, int]:
+        """Chrome trace -> private temp file -> atomic rename, uncompressed: nothing is parsed,
+        compressed or copied inside the target (diagnose's own process may compress it later).
+        Returns (base ns, bytes, events: the count of ``"ph"`` keys, one per event)."""
         final = self.out_dir / self.rel
         final.parent.mkdir(mode=0o700, exist_ok=True)
-        raw = final.with_name(final.name[: -len(".gz")] + ".tmp")
         part = final.with_name(final.name + ".tmp")
-        for p in (raw, part):  # created 0600 first: Kineto keeps the mode when it truncates
-            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-            os.chmod(p, 0o600)
+        # created 0600 first: Kineto keeps the mode when it truncates
+        os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
+        os.chmod(part, 0o600)
         try:
-            self._prof.export_chrome_trace(str(raw))
-            base = read_base_time_ns(raw)
-            with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=5) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            self._prof.export_chrome_trace(str(part))
+            # Kineto writes its own temporary file and renames it over ours (mode from the umask):
+            # private again before it gets its final name (the directory is 0700 meanwhile)
+            fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+            base = read_base_time_ns(part)
+            events = count_events(part)
             os.replace(part, final)
         finally:
-            raw.unlink(missing_ok=True)
             part.unlink(missing_ok=True)
-        return base, final.stat().st_size
+        return base, final.stat().st_size, events
+
+
+def count_events(path: Path) -> int:
+    """Events in a Chrome trace file without parsing it: each event object has one ``"ph"`` key."""
+    n, tail = 0, b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            buf = tail + chunk
+            n += buf.count(b'"ph"')
+            tail = buf[-3:]  # shorter than the key: a key cut at the edge is counted once, in the next buffer
+    return n

@@ -54,9 +54,27 @@ def _num(d: dict[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
 
 
+def _agent_cost(m: dict[str, Any]) -> str:
+    """What the in-target agent's torch windows held the target (its own measure of each stop and
+    export, diagnose/agent/inproc/windowplan.py)."""
+    agent = next((c for c in m.get("collectors", []) if isinstance(c, dict) and c.get("name") == "agent"), None)
+    if agent is None or agent.get("state") not in ("ok", "partial"):
+        return ""
+    raw = agent.get("counts")
+    counts: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    hold, windows = _num(counts, "torch_hold_max_ms"), _num(counts, "torch_traces")
+    if hold is None or not windows:
+        return " The in-target agent ran no torch window."
+    total, profiled = _num(counts, "torch_hold_total_ms") or 0.0, _num(counts, "torch_window_s") or 0.0
+    budget = _num(counts, "torch_hold_budget_ms")
+    said = f" (budget {budget:.0f} ms per hold)" if budget else ""
+    return (f" The agent's {windows:.0f} torch windows ({profiled:.2f} s profiled) held the target at most "
+            f"{hold:.1f} ms at a time, {total:.0f} ms in all{said}.")
+
+
 def cost_line(report: Report) -> str:
     """One sentence: diagnose's CPU as a share of a core and of the host, its children's, its peak
-    memory, and what is not measured."""
+    memory, and how long the agent's torch windows held the target."""
     m = report.manifest
     cost = m.get("cost") if isinstance(m.get("cost"), dict) else None
     if cost is None:
@@ -73,9 +91,7 @@ def cost_line(report: Report) -> str:
     rss = _num(cost, "max_rss_bytes")
     if rss:
         parts.append(f"peak memory {fmt_value(rss, 'bytes')}")
-    agent = any(c.get("name") == "agent" and c.get("state") in ("ok", "partial") for c in m.get("collectors", [])
-                if isinstance(c, dict))
-    tail = " The in-target agent's stall of the target was not measured." if agent else ""
+    tail = _agent_cost(m)
     return "**Cost of this capture**: " + "; ".join(parts) + "." + tail
 
 

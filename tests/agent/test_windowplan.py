@@ -1,0 +1,40 @@
+"""The torch window plan (diagnose/agent/inproc/windowplan.py), hand-checked."""
+from __future__ import annotations
+
+import pytest
+
+from diagnose.agent.inproc.windowplan import (
+    MAX_GROWTH,
+    MIN_GAP_S,
+    MIN_WINDOW_S,
+    PROBE_S,
+    SAFETY,
+    STALL_BUDGET_S,
+    STALL_SHARE,
+    WindowStats,
+    next_window,
+)
+
+
+def test_a_probe_first_then_growth_capped_by_the_budget():
+    first = next_window([], 10.0)
+    assert first.window_s == PROBE_S and first.gap_s == 0
+    cheap = [WindowStats(0.002, 20, 0.0005, 0.0008)]  # 0.8 ms hold: growth is capped
+    nxt = next_window(cheap, 10.0, elapsed_s=0.01)
+    assert nxt.window_s == pytest.approx(0.002 * MAX_GROWTH)
+    assert nxt.gap_s == pytest.approx(MIN_GAP_S)
+
+
+def test_a_costly_window_shrinks_the_next_and_the_gap_keeps_the_share():
+    costly = [WindowStats(0.1, 5000, 0.045, 0.02)]  # 45 ms hold for 100 ms of profiling
+    nxt = next_window(costly, 10.0, elapsed_s=0.2)
+    assert nxt.window_s == pytest.approx(0.1 * SAFETY * STALL_BUDGET_S / 0.045)
+    assert nxt.gap_s == pytest.approx(0.065 / STALL_SHARE - 0.2)  # holds over the share of time
+    assert "5,000 events" in nxt.reason
+
+
+def test_stops_when_done_or_when_even_the_shortest_window_is_too_costly():
+    assert next_window([WindowStats(1.0, 10, 0.001, 0.001)], 1.0) is None
+    assert next_window([WindowStats(MIN_WINDOW_S, 9000, 0.08, 0.01)], 10.0) is None
+    last = next_window([WindowStats(0.9, 10, 0.001, 0.001)], 1.0)
+    assert last.window_s == pytest.approx(0.1)  # what is left of the wanted time

@@ -102,6 +102,10 @@ class AgentCollector(Collector):
                 time.sleep(POLL_S)
                 reply = self._handle.call("status", min(5.0, left()))
         except (OSError, protocol.ProtocolError) as exc:
+            if self._bundle_dir is not None and self._out_dir in (None, self._bundle_dir):
+                from diagnose.collectors.agent_staging import remove_partial_traces
+
+                remove_partial_traces(self._bundle_dir)
             written = [s for s in STREAMS if self._bundle_dir is not None and (self._bundle_dir / s).exists()]
             state = CollectorState.PARTIAL if written else CollectorState.FAILED
             return CollectorStatus(self.name, state, f"lost the agent during the capture (target exited?): "
@@ -124,9 +128,12 @@ class AgentCollector(Collector):
     def _collect_staged(self) -> str | None:
         """Take the files the agent staged in its own directory (target runs as another user) into
         the bundle, safely (collectors/agent_staging.py). Returns why it refused, or None."""
-        from diagnose.collectors.agent_staging import StagingRefused, collect, staging_dir
+        from diagnose.collectors.agent_staging import StagingRefused, collect, remove_partial_traces, staging_dir
 
-        if self._out_dir is None or self._bundle_dir is None or self._out_dir == self._bundle_dir:
+        if self._bundle_dir is not None and (self._out_dir is None or self._out_dir == self._bundle_dir):
+            remove_partial_traces(self._bundle_dir)  # the agent wrote into our bundle: no torn export stays
+            return None
+        if self._out_dir is None or self._bundle_dir is None:
             return None
         try:
             staging = staging_dir(self._handle.path, str(self._out_dir), self._uid)

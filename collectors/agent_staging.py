@@ -31,6 +31,31 @@ MAX_FILE_BYTES = 8 << 30  # a torch trace of a long window is GBs; /dev/zero-lik
 CHUNK = 1 << 20
 
 
+PARTIAL_TRACE = re.compile(re.escape(_HEAD) + r"\d{4,6}" + re.escape(_TAIL.removesuffix(".gz")) + r"(?:\.tmp){1,2}")
+
+
+def remove_partial_traces(bundle: Path) -> list[str]:
+    """Remove the agent's unfinished trace exports (``trace-NNNN.json.tmp[.tmp]``: a target that
+    died mid-export) from diagnose's own bundle, where the agent wrote directly (same user). Only
+    regular files of that name, unlinked relative to the directory's descriptor; returns them."""
+    try:
+        fd = os.open(bundle / TRACE_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    removed = []
+    try:
+        for name in os.listdir(fd):
+            if not PARTIAL_TRACE.fullmatch(name):
+                continue
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(os.lstat(name, dir_fd=fd).st_mode):
+                    os.unlink(name, dir_fd=fd)
+                    removed.append(f"{TRACE_DIR}/{name}")
+    finally:
+        os.close(fd)
+    return removed
+
+
 class StagingRefused(Exception):
     """The staging directory the agent named is not one diagnose may read; the message says why."""
 

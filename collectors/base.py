@@ -38,6 +38,7 @@ class CaptureOptions:
     otlp_max_body_bytes: int = 8 * 1024 * 1024
     gpu_rate_hz: float = 10.0  # NVML polling rate (GPM and DCGM run slower, see their modules)
     dcgm_url: str | None = None  # --dcgm: dcgm-exporter /metrics URL or dcgm://HOST[:PORT]
+    overhead_budget_pct: float = 10.0  # --overhead-budget: diagnose's CPU, % of one core (capture/budget.py)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,14 @@ class Collector(ABC):
     def counts(self) -> dict[str, Any]:
         """Live counters for the progress line (e.g. samples so far)."""
         return {}
+
+    def adjust(self, rates: Any) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Take the overhead budget's rates (diagnose/capture/budget.py Rates); most collectors
+        have none to lower."""
+
+    def child_cpu_s(self) -> float:
+        """CPU seconds so far of a child process still running (not yet in RUSAGE_CHILDREN)."""
+        return 0.0
 
 
 class ThreadedCollector(Collector):

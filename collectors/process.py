@@ -86,6 +86,9 @@ class ProcessCollector(ThreadedCollector):
     def counts(self) -> dict[str, Any]:
         return {"records": self._records}
 
+    def adjust(self, rates: Any) -> None:
+        self.period_s = 1.0 / max(0.5, float(rates.process_hz))
+
     def tick(self) -> bool:
         try:
             rec = self._read_process()

@@ -98,6 +98,7 @@ class PySpyCollector(Collector):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._child: subprocess.Popen[str] | None = None
+        self._rate_hz: int | None = None  # the overhead budget's rate, taken at the next window
         self._child_lock = threading.Lock()
         self._samples = 0
         self._errors = 0
@@ -143,11 +144,26 @@ class PySpyCollector(Collector):
     def counts(self) -> dict[str, Any]:
         return {"samples": self._samples, "errors": self._errors, "windows": self._windows}
 
+    def adjust(self, rates: Any) -> None:
+        self._rate_hz = int(rates.pyspy_hz)
+
+    def child_cpu_s(self) -> float:
+        import psutil
+
+        child = self._child
+        if child is None or child.poll() is not None:
+            return 0.0
+        try:
+            t = psutil.Process(child.pid).cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return 0.0
+        return float(t.user + t.system)
+
     def _command(self, out: Path, window_s: float) -> list[str]:
         o = self._options
         cmd = [
             self._binary or "py-spy", "record", "--pid", str(self._target.pid),
-            "--rate", str(o.rate_hz), "--duration", str(max(1, math.ceil(window_s))),
+            "--rate", str(self._rate_hz or o.rate_hz), "--duration", str(max(1, math.ceil(window_s))),
             "--idle", "--threads", "--format", "chrometrace", "-o", str(out),
         ]
         # py-spy cannot unwind native stacks without pausing the thread: --native trades the
@@ -208,7 +224,7 @@ class PySpyCollector(Collector):
             "window": self._windows, "file": rel, "spawn_ns": spawn_ns, "exit_ns": exit_ns,
             "origin_ns": (spawn_ns + hi) // 2, "origin_err_ns": (hi - spawn_ns) // 2,
             "last_ts_us": last_ts_us, "samples": samples, "errors": errors, "returncode": rc,
-            "rate_hz": self._options.rate_hz, "ended_by": _ended_by(output or ""),
+            "rate_hz": self._rate_hz or self._options.rate_hz, "ended_by": _ended_by(output or ""),
             "blocking": self._options.native,
         })
         return None

@@ -91,7 +91,10 @@ def capture_options(f):
         click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
                      help="Directory in which the bundle directory is created."),
         click.option("--rate", type=click.IntRange(1, 1000), default=100, show_default=True,
-                     help="py-spy sampling rate (Hz)."),
+                     help="py-spy sampling rate (Hz), lowered when the overhead budget needs it."),
+        click.option("--overhead-budget", type=click.FloatRange(1.0, 400.0), default=10.0, show_default=True,
+                     metavar="PCT", help="diagnose's CPU (its threads and py-spy) in % of one core: the "
+                     "sampling rates are lowered to stay inside it, and the report says what it gave up."),
         click.option("--native", is_flag=True, help="Include native (C/C++) frames in py-spy stacks."),
         click.option("--subprocesses", is_flag=True, help="Also profile and meter child processes."),
         click.option("--skip", multiple=True, metavar="COLLECTOR",
@@ -143,7 +146,7 @@ def _check_dcgm(ctx, param, value: str | None) -> str | None:
 def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: bool = False,
                 subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
-                gpu_rate: float = 10.0, dcgm: str | None = None,
+                gpu_rate: float = 10.0, dcgm: str | None = None, overhead_budget: float = 10.0,
                 command: list[str] | None = None, thresholds: Path | None = None) -> int:
     """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code."""
     from diagnose.capture.target import TargetError
@@ -157,7 +160,7 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                              subprocesses=subprocesses, skip=tuple(skip),
                              torch_window_s=min(torch_window, duration),  # never past --duration
                              agent_inject=inject, otlp_listen=otlp_listen,
-                             gpu_rate_hz=gpu_rate, dcgm_url=dcgm)
+                             gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget)
     request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
     try:
         check_out_dir(out)

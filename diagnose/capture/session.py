@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
+from diagnose.capture.budget import PERIOD_S, OverheadBudget
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
 from diagnose.capture.cost import CostMeter, host_facts
 from diagnose.capture.target import Target
@@ -55,12 +56,17 @@ class Capture:
     clock: Clock = SYSTEM_CLOCK  # the loop's time and waits; tests pass a FakeClock
     # Set as soon as the bundle directory exists, so a live view can read the partial bundle.
     bundle_path: Path | None = field(default=None, init=False)
+    budget: OverheadBudget = field(init=False)
 
     def run(
         self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
     ) -> CaptureResult:
         collectors = self.collectors or tuple(c() for c in COLLECTORS)
         meter = CostMeter()
+        self.budget = OverheadBudget.plan(self.options.overhead_budget_pct, self.options.rate_hz,
+                                          self.options.process_hz, self.target.thread_count())
+        for c in collectors:
+            c.adjust(self.budget.rates)
         started_ns = self.clock.time_ns()
         when = datetime.fromtimestamp(started_ns / 1e9, timezone.utc)
         writer = BundleWriter.create(self.out_dir, self.target.pid, when)
@@ -100,8 +106,12 @@ class Capture:
         t0 = self.clock.monotonic_s()
         deadline = t0 + self.options.duration_s
         running = [c for c in collectors if statuses[c.name].state == CollectorState.RUNNING]
+        budget_at = t0
         while True:
             now = self.clock.monotonic_s()
+            if now - budget_at >= PERIOD_S:
+                budget_at = now
+                self._keep_budget(running, now - t0)
             if on_progress is not None:
                 on_progress(Progress(
                     now - t0, max(0.0, deadline - now),
@@ -117,6 +127,11 @@ class Capture:
             if not running:
                 return "no collector could start"
             self.clock.wait(stop, min(0.25, max(0.0, deadline - now)))
+
+    def _keep_budget(self, running: list[Collector], t_s: float) -> None:
+        self.budget.observe(t_s, sum(c.child_cpu_s() for c in running))
+        for c in running:
+            c.adjust(self.budget.rates)
 
     def _stop_all(self, collectors: tuple[Collector, ...],
                   statuses: dict[str, CollectorStatus]) -> list[CollectorStatus]:
@@ -134,7 +149,8 @@ class Capture:
     def _write_manifest(self, writer: BundleWriter, started_ns: int, ended_ns: int | None, end_reason: str,
                         statuses: Iterable[CollectorStatus], partial: bool = True,
                         cost: dict[str, Any] | None = None) -> None:
-        extra: dict[str, Any] = {"host": host_facts()} | ({"cost": cost} if cost else {})
+        extra: dict[str, Any] = {"host": host_facts(), "budget": self.budget.to_json()} | (
+            {"cost": cost} if cost else {})
         writer.write_manifest(Manifest.build(
             target=self.target.to_json(), collectors=statuses, started_ns=started_ns, ended_ns=ended_ns,
             end_reason=end_reason, partial=partial, options=asdict(self.options), command=self.command,

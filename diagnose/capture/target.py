@@ -41,6 +41,15 @@ class Target:
             "host": self.host,
         }
 
+    def thread_count(self) -> int:
+        """The target's threads now (1 when it cannot be read): the overhead budget's first plan."""
+        import psutil
+
+        try:
+            return int(psutil.Process(self.pid).num_threads())
+        except psutil.Error:
+            return 1
+
     def alive(self) -> bool:
         """True while the same process (pid and start time) still runs and is not a zombie."""
         import psutil  # lazy: the in-process agent imports this module in targets without psutil

@@ -37,8 +37,8 @@ class JsonRenderer(Renderer):
             "schema_version": manifest.get("schema_version"),
             "tool_version": __version__,
             "target": manifest.get("target"),
-            "capture": {k: manifest.get(k) for k in ("started_ns", "ended_ns", "end_reason", "partial", "cost", "host")
-                        if k in manifest or k not in ("cost", "host")},
+            "capture": {k: manifest.get(k) for k in ("started_ns", "ended_ns", "end_reason", "partial", "cost", "host",
+                                                   "budget") if k in manifest or k not in ("cost", "host", "budget")},
             "collectors": manifest.get("collectors", []),
             **analysis.to_json(),
         }

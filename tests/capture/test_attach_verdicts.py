@@ -44,6 +44,8 @@ def test_json_serialization_loop_is_service_bound(workload, tmp_path):
     assert cost["children_cpu_s"] > 0 and cost["max_rss_bytes"] > 10 << 20  # py-spy ran; diagnose's own memory
     line = next(ln for ln in report.splitlines() if ln.startswith("**Cost of this capture**"))
     assert f"{cost['diagnose_cpu_s']:.2f} s of CPU" in line and "py-spy" in line
+    budget = doc["capture"]["budget"]
+    assert budget["pct_of_core"] == 10.0 and budget["asked"]["pyspy_hz"] == 100 and "Overhead budget 10%" in line
     env = report.split("## Environment", 1)[1]
     assert f"{doc['capture']['host']['cpus']} logical" in env and "Python" in env
 

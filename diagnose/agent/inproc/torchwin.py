@@ -127,9 +127,12 @@ class TorchWindow:
         final = self.out_dir / self.rel
         final.parent.mkdir(mode=0o700, exist_ok=True)
         part = final.with_name(final.name + ".tmp")
-        # created 0600 first: Kineto keeps the mode when it truncates
-        os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
-        os.chmod(part, 0o600)
+        # Kineto writes PATH.tmp and renames it to PATH: both created 0600 first, since it keeps the
+        # mode of a file it truncates (a target killed mid-export leaves a private PATH.tmp.tmp,
+        # which the host removes from its bundle: collectors/agent_staging.py remove_partial_traces)
+        for p in (part, part.with_name(part.name + ".tmp")):
+            os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
+            os.chmod(p, 0o600)
         try:
             self._prof.export_chrome_trace(str(part))
             # Kineto writes its own temporary file and renames it over ours (mode from the umask):
@@ -144,6 +147,7 @@ class TorchWindow:
             os.replace(part, final)
         finally:
             part.unlink(missing_ok=True)
+            part.with_name(part.name + ".tmp").unlink(missing_ok=True)
         return base, final.stat().st_size, events
 
 

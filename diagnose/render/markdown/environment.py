@@ -72,6 +72,29 @@ def _agent_cost(m: dict[str, Any]) -> str:
             f"{hold:.1f} ms at a time, {total:.0f} ms in all{said}.")
 
 
+def _budget(m: dict[str, Any]) -> str:
+    """The overhead budget and what it gave up (diagnose/capture/budget.py)."""
+    raw = m.get("budget")
+    b: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    pct = _num(b, "pct_of_core")
+    if pct is None:
+        return ""
+    asked: dict[str, Any] = b["asked"] if isinstance(b.get("asked"), dict) else {}
+    final: dict[str, Any] = b["final"] if isinstance(b.get("final"), dict) else {}
+    changes = [c for c in b.get("changes") or [] if isinstance(c, dict)]
+    peak = _num(b, "used_pct_of_core_max")
+    said = f" Overhead budget {pct:g}% of one core" + (f" (peak {peak:.0f}% in a 2 s period)" if peak else "")
+    gave = [f"py-spy at {text(final.get('pyspy_hz'))} Hz instead of {text(asked.get('pyspy_hz'))}"
+            if final.get("pyspy_hz") != asked.get("pyspy_hz") else "",
+            f"process readings at {text(final.get('process_hz'))} Hz instead of {text(asked.get('process_hz'))}"
+            if final.get("process_hz") != asked.get("process_hz") else ""]
+    gave = [g for g in gave if g]
+    if not changes:
+        return said + ": nothing was lowered."
+    why = text(changes[0].get("why", ""))
+    return said + ": " + ("; ".join(gave) if gave else "rates lowered, then raised back") + f" (first change: {why})."
+
+
 def cost_line(report: Report) -> str:
     """One sentence: diagnose's CPU as a share of a core and of the host, its children's, its peak
     memory, and how long the agent's torch windows held the target."""
@@ -91,7 +114,7 @@ def cost_line(report: Report) -> str:
     rss = _num(cost, "max_rss_bytes")
     if rss:
         parts.append(f"peak memory {fmt_value(rss, 'bytes')}")
-    tail = _agent_cost(m)
+    tail = _budget(m) + _agent_cost(m)
     return "**Cost of this capture**: " + "; ".join(parts) + "." + tail
 
 

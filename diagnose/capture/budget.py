@@ -1,0 +1,119 @@
+"""The capture's overhead budget: diagnose's CPU (its own threads plus its child processes, the
+py-spy windows) held under ``--overhead-budget`` percent of one core by lowering the sampling rates.
+
+py-spy's cost grows with threads x rate. Measured here (py-spy 0.4, non-blocking, a 2-core VM):
+~PYSPY_SAMPLE_MS per sample plus ~PYSPY_THREAD_MS per thread per sample of py-spy's own CPU (4
+threads at 100 Hz: 5.8% of a core; 40 threads at 100 Hz: 29%). The first py-spy rate is planned
+from the target's thread count; then every PERIOD_S the budget reads what was used (getrusage of
+this process and of reaped children, psutil of the live py-spy child) and lowers the py-spy rate
+(taken at its next window) and the process collector's rate when over, or raises them back
+toward what was asked when well under. Every change is recorded with its reason, for the manifest
+(``budget``) and the report's cost line.
+"""
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_PCT_OF_CORE = 10.0
+PYSPY_SAMPLE_MS = 0.32
+PYSPY_THREAD_MS = 0.064
+OWN_ESTIMATE_CORES = 0.03  # diagnose's own threads at default rates (measured: 3% of a core)
+MIN_PYSPY_HZ = 5
+MIN_PROCESS_HZ = 2.0
+PERIOD_S = 2.0
+RAISE_BELOW = 0.6  # raise the rates again when under this share of the budget
+
+
+def pyspy_cores(rate_hz: float, threads: int) -> float:
+    """py-spy's predicted CPU, in cores, at ``rate_hz`` on a target of ``threads`` threads."""
+    return rate_hz * (PYSPY_SAMPLE_MS + PYSPY_THREAD_MS * max(1, threads)) / 1e3
+
+
+def planned_rate(asked_hz: int, threads: int, budget_cores: float) -> int:
+    """The highest py-spy rate (<= asked) whose predicted cost fits the budget beside diagnose's own."""
+    room = max(0.0, budget_cores - OWN_ESTIMATE_CORES)
+    fits = int(room / pyspy_cores(1.0, threads))
+    return max(MIN_PYSPY_HZ, min(asked_hz, fits))
+
+
+def _self_and_children_s() -> tuple[float, float]:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+@dataclass
+class Rates:
+    """The rates the collectors read: py-spy's for its next window, the process collector's live."""
+
+    pyspy_hz: int
+    process_hz: float
+
+
+@dataclass
+class OverheadBudget:
+    pct_of_core: float
+    asked: Rates
+    rates: Rates
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    used_cores: list[float] = field(default_factory=list)
+    _last: tuple[float, float, float] | None = None  # monotonic, own CPU s, children CPU s
+
+    @property
+    def cores(self) -> float:
+        return self.pct_of_core / 100.0
+
+    @classmethod
+    def plan(cls, pct_of_core: float, asked_pyspy_hz: int, asked_process_hz: float, threads: int) -> OverheadBudget:
+        b = cls(pct_of_core, Rates(asked_pyspy_hz, asked_process_hz), Rates(asked_pyspy_hz, asked_process_hz))
+        hz = planned_rate(asked_pyspy_hz, threads, b.cores)
+        if hz < asked_pyspy_hz:
+            b._change(0.0, pyspy_hz=hz, why=f"{threads} threads x {asked_pyspy_hz} Hz would cost py-spy "
+                      f"~{100 * pyspy_cores(asked_pyspy_hz, threads):.0f}% of a core")
+        return b
+
+    def _change(self, t_s: float, why: str, **rates: float) -> None:
+        for k, v in rates.items():
+            setattr(self.rates, k, int(v) if k == "pyspy_hz" else v)
+        self.changes.append({"t_s": round(t_s, 1), **rates, "why": why})
+
+    def observe(self, t_s: float, live_child_s: float) -> None:
+        """Read what diagnose used since the last call and adjust. ``live_child_s``: CPU so far of
+        the running py-spy child (not yet in RUSAGE_CHILDREN)."""
+        own, reaped = _self_and_children_s()
+        now = time.monotonic()
+        last, self._last = self._last, (now, own, reaped + live_child_s)
+        if last is None or now - last[0] < 0.5:
+            return
+        dt = now - last[0]
+        own_c, kids_c = (own - last[1]) / dt, max(0.0, (reaped + live_child_s - last[2]) / dt)
+        used = own_c + kids_c
+        self.used_cores.append(round(used, 4))
+        self._adjust(t_s, used, own_c, kids_c)
+
+    def _adjust(self, t_s: float, used: float, own: float, kids: float) -> None:
+        r, a = self.rates, self.asked
+        if used > self.cores:
+            why = f"used {100 * used:.0f}% of a core (py-spy {100 * kids:.0f}%), budget {self.pct_of_core:g}%"
+            if own > self.cores / 2 and r.process_hz > MIN_PROCESS_HZ:
+                # diagnose's own threads are mostly the per-thread /proc readings: halve them first
+                self._change(t_s, process_hz=max(MIN_PROCESS_HZ, r.process_hz / 2), why=why)
+                own /= 2
+            room = self.cores - own
+            if kids > room:
+                hz = max(MIN_PYSPY_HZ, int(r.pyspy_hz * max(0.1, room / max(kids, 1e-6)) * 0.9))
+                if hz < r.pyspy_hz:
+                    self._change(t_s, pyspy_hz=hz, why=why)
+        elif used < RAISE_BELOW * self.cores and (r.pyspy_hz < a.pyspy_hz or r.process_hz < a.process_hz):
+            why = f"used {100 * used:.0f}% of a core, under {RAISE_BELOW:.0%} of the budget"
+            self._change(t_s, pyspy_hz=min(a.pyspy_hz, int(r.pyspy_hz * 1.5) + 1),
+                         process_hz=min(a.process_hz, r.process_hz * 2), why=why)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pct_of_core": self.pct_of_core, "asked": vars(self.asked), "final": vars(self.rates),
+                "changes": self.changes[-50:], "used_pct_of_core_max": round(100 * max(self.used_cores, default=0), 1)}
+
+
+__all__ = ["DEFAULT_PCT_OF_CORE", "OverheadBudget", "Rates", "planned_rate", "pyspy_cores"]

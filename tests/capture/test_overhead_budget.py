@@ -1,0 +1,43 @@
+"""The overhead budget (diagnose/capture/budget.py): the first py-spy rate from the thread count,
+then rates lowered when diagnose used more than the budget and raised back when well under."""
+from __future__ import annotations
+
+import pytest
+
+from diagnose.capture.budget import MIN_PYSPY_HZ, OverheadBudget, planned_rate, pyspy_cores
+
+
+def test_first_rate_fits_the_threads_into_the_budget():
+    assert planned_rate(100, 4, 0.10) == 100  # 4 threads x 100 Hz: ~5.8% of a core
+    hz = planned_rate(100, 40, 0.10)  # 40 threads x 100 Hz would be ~29%
+    assert 15 < hz < 30 and pyspy_cores(hz, 40) <= 0.10 - 0.03 + 1e-9
+    assert planned_rate(100, 10_000, 0.10) == MIN_PYSPY_HZ
+    b = OverheadBudget.plan(10.0, 100, 10.0, 40)
+    assert b.rates.pyspy_hz == hz and "40 threads x 100 Hz" in b.changes[0]["why"]
+    assert OverheadBudget.plan(10.0, 100, 10.0, 4).changes == []
+
+
+def test_over_budget_lowers_the_larger_part_first_then_raises_back():
+    b = OverheadBudget.plan(10.0, 100, 10.0, 4)
+    b._adjust(2.0, used=0.15, own=0.12, kids=0.03)  # own threads over half: halve the /proc readings
+    assert b.rates.process_hz == 5.0 and b.rates.pyspy_hz == 100  # py-spy fits in what is left
+    b._adjust(4.0, used=0.16, own=0.04, kids=0.12)  # py-spy over what is left: scaled down
+    assert b.rates.pyspy_hz == int(100 * (0.10 - 0.04) / 0.12 * 0.9)
+    b._adjust(6.0, used=0.03, own=0.01, kids=0.02)  # well under: back toward what was asked
+    assert b.rates.pyspy_hz == int(45 * 1.5) + 1 and b.rates.process_hz == 10.0
+    doc = b.to_json()
+    assert doc["asked"] == {"pyspy_hz": 100, "process_hz": 10.0} and len(doc["changes"]) == 3
+
+
+def test_observe_measures_this_process():
+    b = OverheadBudget.plan(400.0, 100, 10.0, 1)
+    b.observe(0.0, 0.0)
+    sum(i * i for i in range(2_000_000))  # real CPU of this process
+    import time
+
+    time.sleep(0.5)
+    b.observe(1.0, 0.0)
+    assert b.used_cores and b.used_cores[0] > 0.05
+    assert b.rates.pyspy_hz == 100  # within a 400% budget: nothing lowered
+    with pytest.raises(AttributeError):
+        b.rates.unknown_rate  # noqa: B018 - the rates are a closed set

@@ -1,0 +1,151 @@
+"""The cost of being observed, side by side: the same traced torch service (overhead_service.py,
+started under `diagnose run`, its agent idle until attached) under a fixed load, with and without
+diagnose, conditions alternated every round.
+
+Conditions: none | attach (external collectors: py-spy, process; --skip agent) | attach + agent
+(torch windows and spans) | agent spans only (--torch-window 0). Loads: open-loop Poisson arrivals
+at --open-fraction of the capacity measured first (so latency is measured honestly, no coordinated
+omission), and a closed-loop saturating load (--clients keep-alive clients). Pinned: the service
+and the load on CPU 0, diagnose on the others (taskset); unpinned: everyone shares. Prints, per
+load and pinning, the median (and min-max) of throughput, P50 and P99 against the no-attach
+reference, and diagnose's own CPU (its threads + py-spy, from each bundle's manifest ``cost``).
+
+    python benchmarks/overhead.py --seconds 10 --rounds 3
+
+Needs torch and opentelemetry-sdk (the dev extra) and py-spy; Linux for taskset.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from diagnose.demo.openloop import demo_body, run_open_loop
+
+HERE = Path(__file__).resolve().parent
+CONDITIONS = {
+    "none": None,
+    "attach": ["--skip", "agent"],
+    "attach+agent": [],
+    "agent spans only": ["--torch-window", "0"],
+}
+
+
+def _taskset(cpus: str | None) -> list[str]:
+    return ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
+
+
+@contextlib.contextmanager
+def service(cpus: str | None) -> Iterator[tuple[int, str]]:
+    runtime = tempfile.mkdtemp(prefix="dg-bench-")
+    env = {**os.environ, "XDG_RUNTIME_DIR": runtime, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([*_taskset(cpus), sys.executable, "-m", "diagnose", "run", "--", sys.executable,
+                             str(HERE / "overhead_service.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=env,
+                            start_new_session=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.startswith("LISTENING"):
+            raise SystemExit(f"service did not start: {line!r}")
+        yield proc.pid, f"http://127.0.0.1:{line.split()[1]}/predict"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def closed_loop(url: str, seconds: float, clients: int, cpus: str | None) -> dict:
+    out = subprocess.run([*_taskset(cpus), sys.executable, "-m", "diagnose.demo.loadgen", "--url",
+                          url.rsplit("/", 1)[0], "--clients", str(clients), "--max-seconds", str(seconds)],
+                         capture_output=True, text=True, timeout=seconds + 60).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"qps": r["qps"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"]}
+
+
+def open_loop(url: str, seconds: float, rate: float) -> dict:
+    r = run_open_loop(url, rate, seconds, warmup_s=0.5, drain_s=2.0, body=demo_body(), connections=32)
+    return {"qps": r.achieved_qps, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
+
+
+def one_run(pid: int, cond: list[str] | None, measure, seconds: float, diag_cpus: str | None) -> dict:
+    if cond is None:
+        return measure() | {"diag_cpu_pct": 0.0}
+    out = tempfile.mkdtemp(prefix="dg-bench-out-")
+    attach = subprocess.Popen([*_taskset(diag_cpus), sys.executable, "-m", "diagnose", "attach", str(pid),
+                               "--duration", str(seconds + 2), "--out", out, "--no-tui", *cond],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)  # the collectors are running by now
+    r = measure()
+    attach.wait(120)
+    manifests = glob.glob(f"{out}/*/manifest.json")
+    cost = json.loads(Path(manifests[0]).read_text()).get("cost", {}) if manifests else {}
+    shutil.rmtree(out, ignore_errors=True)
+    wall = cost.get("wall_s") or 1.0
+    return r | {"diag_cpu_pct": 100 * (cost.get("diagnose_cpu_s", 0) + cost.get("children_cpu_s", 0)) / wall}
+
+
+def _fmt(ref: list[dict], runs: list[dict], key: str) -> str:
+    ratios = [r[key] / ref[i][key] for i, r in enumerate(runs) if ref[i][key] and r[key] is not None]
+    if not ratios:
+        return "-"
+    return f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def bench(args, pinned: bool) -> list[str]:
+    svc_cpus, diag_cpus = ("0", "1-" + str(os.cpu_count() - 1)) if pinned else (None, None)
+    lines = []
+    with service(svc_cpus) as (pid, url):
+        time.sleep(1.0)
+        capacity = closed_loop(url, 3.0, args.clients, svc_cpus)["qps"]
+        loads = {"open-loop": lambda: open_loop(url, args.seconds, args.open_fraction * capacity),
+                 "closed-loop": lambda: closed_loop(url, args.seconds, args.clients, svc_cpus)}
+        for load, measure in loads.items():
+            results: dict[str, list[dict]] = {c: [] for c in CONDITIONS}
+            for _ in range(args.rounds):
+                for name, cond in CONDITIONS.items():
+                    results[name].append(one_run(pid, cond, measure, args.seconds, diag_cpus))
+            ref = results["none"]
+            head = (f"{'pinned' if pinned else 'unpinned'}, {load}"
+                    + (f" at {args.open_fraction * capacity:.0f} req/s ({args.open_fraction:.0%} of {capacity:.0f})"
+                       if load == "open-loop" else f", {args.clients} clients") + f", {args.rounds} rounds")
+            lines += [head, f"  {'condition':18s} {'throughput':>18s} {'P50':>18s} {'P99':>18s} {'diagnose CPU':>14s}"]
+            for name, runs in results.items():
+                cpu = statistics.median(r["diag_cpu_pct"] for r in runs)
+                lines.append(f"  {name:18s} {_fmt(ref, runs, 'qps'):>18s} {_fmt(ref, runs, 'p50_ms'):>18s} "
+                             f"{_fmt(ref, runs, 'p99_ms'):>18s} {cpu:12.1f} %")
+            lines.append(f"  reference (none): {statistics.median(r['qps'] for r in ref):.1f} req/s, "
+                         f"P50 {statistics.median(r['p50_ms'] for r in ref):.2f} ms, "
+                         f"P99 {statistics.median(r['p99_ms'] for r in ref):.2f} ms")
+            print("\n".join(lines[-len(CONDITIONS) - 3:]), flush=True)
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--open-fraction", type=float, default=0.6)
+    ap.add_argument("--only", choices=["pinned", "unpinned"])
+    args = ap.parse_args()
+    print(f"ratios are condition / none, median (min-max) over rounds; diagnose CPU in % of one core; "
+          f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}", flush=True)
+    for pinned in (True, False):
+        if args.only in (None, "pinned" if pinned else "unpinned"):
+            bench(args, pinned)
+
+
+if __name__ == "__main__":
+    threading.excepthook = lambda a: None  # an open-loop worker's late error must not clutter the table
+    main()

@@ -17,8 +17,9 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 EPILOG = """\b
 Exit codes:
   0  ok
-  1  regression found by compare --fail-on
-  2  usage or target error (bad pid, unwritable --out, already attached)
+  1  regression: compare --fail-on found a metric past its limit, beyond the noise
+  2  usage, input or target error (bad pid, unwritable --out, already attached, a gated
+     metric not measured in both captures)
   3  capture failed entirely (no collector recorded anything)
 """
 
@@ -456,7 +457,8 @@ def sweep(url: str | None, rates: str | None, rate_from: float | None, rate_to: 
 @main.command(epilog=EPILOG)
 @click.argument("bundle", type=click.Path(path_type=Path), required=False)
 @click.option("--target-qps", type=float, required=True, help="Requests/s the service must serve.")
-@click.option("--slo-p99", "slo_p99_ms", type=float, help="P99 latency objective in ms (checked against the capture).")
+@click.option("--slo-p99", "slo_p99_ms", type=float, help="P99 latency objective in ms (checked against the capture, "
+              "or against the sweep's steps with --sweep).")
 @click.option("--headroom", type=float, default=1.3, show_default=True, help="Capacity multiplier over the bare need.")
 @click.option("--gpu-hour-price", type=float, help="Price of one GPU-hour: gives the cost per 1M output tokens.")
 @click.option("--gpus-per-instance", type=int, default=1, show_default=True)
@@ -525,7 +527,7 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
     only beyond the run-to-run noise the bundles show, findings that appeared or disappeared."""
     from diagnose.compare.diff import compare as make_comparison
     from diagnose.compare.gate import GateError, evaluate, parse_fail_on
-    from diagnose.compare.perf_file import PerfFileError, read_state, record, render
+    from diagnose.compare.perf_file import PerfFileError, read_state, record, render, service_name
     from diagnose.render.comparison import comparison_json, comparison_markdown
 
     try:
@@ -543,6 +545,9 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
         _write_doc(output, body)
         click.echo(f"wrote {output}", err=True)
     if record_file:
+        if state is not None and service_name(rn) != state.service:
+            click.echo(f"diagnose: warning: NEW's target ({service_name(rn)}) is not this file's service "
+                       f"({state.service}); recorded anyway", err=True)
         _write_doc(record_file, render(record(state, rb, rn, comp, change,
                                               any(g.failed for g in gate) if gate else None)))
         click.echo(f"recorded in {record_file}", err=True)
@@ -551,6 +556,10 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
             if g.failed:
                 click.echo(f"diagnose: regression: {g.condition}: {g.reason}", err=True)
         sys.exit(EXIT_REGRESSION)
+    unjudged = [g for g in gate if g.unjudged]
+    if unjudged:
+        raise fail(f"cannot judge --fail-on {unjudged[0].condition}: {unjudged[0].reason}; gate on metrics both "
+                   "captures measured")
 
 
 @main.command(epilog=EPILOG)

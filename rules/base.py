@@ -56,6 +56,8 @@ class Rule:
     # quadrant. Unknown signals never demote.
     unless: tuple[Unless, ...] = ()
     unless_reason: str = "another layer holds the system back"
+    # a reason of its own for the entry whose first condition reads that signal: (signal, reason)
+    unless_reasons: tuple[tuple[str, str], ...] = ()
     # Remedies for a training loop (TRAINING holds), where ``suggestions`` speak of serving
     # (requests, tokenization, continuous batching); empty: ``suggestions`` fit both.
     training_suggestions: tuple[str, ...] = ()
@@ -69,6 +71,11 @@ class Rule:
     @property
     def signals(self) -> tuple[str, ...]:
         return tuple(c.signal for c in self.conditions)
+
+    def reason_for(self, by: tuple[tuple[Condition, Evidence], ...]) -> str:
+        """Why the ``unless`` entry that held (``overruled_by``'s pairs) demotes the finding."""
+        first = by[0][0].signal if by else None
+        return dict(self.unless_reasons).get(first or "", self.unless_reason)
 
     def overruled_by(self, signals: dict[str, Signal]) -> tuple[tuple[Condition, Evidence], ...] | None:
         """The (condition, evidence) pairs of the first ``unless`` entry that holds, else None."""

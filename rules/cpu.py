@@ -146,6 +146,6 @@ _GATED: tuple[Rule, ...] = tuple(replace(r, unless=GPU_BUSY, unless_reason=GPU_B
 # starved-host ratio) is held back by its host: one busy interpreter there is not "GIL-bound".
 STARVED = Condition("cpu.runqueue_wait_pct", ">=", 55.0, 0.0)
 CPU_RULES: tuple[Rule, ...] = tuple(
-    replace(r, unless=r.unless + (STARVED,), unless_reason=GPU_BUSY_REASON + " (or, when the run-queue wait "
-            "holds, the target waits for a core longer than it runs: its host holds it back)")
+    replace(r, unless=r.unless + (STARVED,), unless_reasons=(
+        (STARVED.signal, "the target waits for a core longer than it runs: its host holds it back, not the GIL"),))
     if r.id == "service.gil_bound" else r for r in _GATED)

@@ -73,6 +73,9 @@ def check_target(t: Target) -> None:
             raise PlanError(f"{name} must be a positive number, not {opt}")
     if t.gpus_per_instance < 1:
         raise PlanError("GPUs per instance must be at least 1")
+    if t.headroom < 1.0:
+        raise PlanError(f"headroom {t.headroom:g} is below 1: it would plan fewer instances than the load needs; "
+                        "use 1.0 for none (1.3 is the method's default)")
 
 
 def plan(report: Report, target: Target) -> Plan:

@@ -6,7 +6,8 @@ the catalogue says the metric gets worse. The amount is a percentage of the base
 else an absolute amount in the metric's unit (``p99=+20`` = 20 ms). A condition fails only when
 the change is also significant (beyond the captures' own noise); a metric whose noise could not be
 estimated is judged by the amount alone, and the result says so. A metric missing from either
-capture fails the gate: a regression gate must not pass on what it could not see.
+capture makes the gate *unjudged* (``GateResult.unjudged``; the CLI exits 2, not 1): a regression
+gate must neither pass nor report a regression on what it could not see.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class GateResult:
     condition: Condition
     failed: bool
     reason: str
+    unjudged: bool = False  # the metric was not measured in both captures
 
 
 def parse_fail_on(text: str) -> tuple[Condition, ...]:
@@ -71,10 +73,13 @@ def parse_fail_on(text: str) -> tuple[Condition, ...]:
 def _judge(c: Condition, comp: Comparison) -> GateResult:
     m = comp.metric(c.key)
     if m is None or m.delta is None:
-        return GateResult(c, True, f"{c.key} was not measured in both captures")
+        where = ("either capture" if m is None or (m.base is None and m.new is None)
+                 else f"BASE ({comp.base.bundle})" if m.base is None else f"NEW ({comp.new.bundle})")
+        hint = " (latency and QPS need stage spans)" if BY_KEY[c.key].signal.startswith("spans.") else ""
+        return GateResult(c, False, f"{c.key} was not measured in {where}{hint}", unjudged=True)
     change = m.delta_pct if c.percent else m.delta
     if change is None:
-        return GateResult(c, True, f"{c.key}: base value is 0, a percentage change is undefined")
+        return GateResult(c, False, f"{c.key}: the base value is 0, a percentage change is undefined", unjudged=True)
     beyond = change > c.amount if c.rise else change < -c.amount
     unit = "%" if c.percent else f" {m.unit}"
     said = f"{c.key} {change:+.1f}{unit} (limit {'+' if c.rise else '-'}{c.amount:g}{unit})"

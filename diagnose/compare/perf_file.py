@@ -109,13 +109,18 @@ def record(state: PerfState | None, base: Report, new: Report, comp: Comparison,
     """Append ``comp`` as a history row (the file starts with ``base`` as its baseline)."""
     st = state or set_baseline(None, base, None)
     snap = snapshot(new)
-    deltas = {m.key: {"delta_pct": m.delta_pct, "significant": m.significant, "direction": m.direction}
-              for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
+    deltas = {m.key: {"delta_pct": m.delta_pct, "delta": m.delta, "unit": m.unit, "significant": m.significant,
+                      "direction": m.direction} for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
     row = {"captured": snap["captured"], "change": change or "(not described: pass --change TEXT)",
            "bundle": snap["bundle"], "verdict": _verdict(snap), "deltas": deltas,
            "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
            "findings": [f"{f.change}: {f.title}" for f in comp.findings if f.change != "kept"]}
     return PerfState(st.service, st.baseline, snap, [*(st.history or []), row])
+
+
+def service_name(r: Report) -> str:
+    """The service's name as the file records it: the target's script (or its process name)."""
+    return _service_name(r)
 
 
 def _service_name(r: Report) -> str:
@@ -126,7 +131,11 @@ def _service_name(r: Report) -> str:
 
 
 def _verdict(snap: dict[str, Any]) -> str:
-    return str(snap["quadrant"]) + (f" / {snap['layer']} layer" if snap.get("layer") else "")
+    """As the report's first line says it: "Service-bound, system layer", "No load"."""
+    q, layer = str(snap.get("quadrant")), snap.get("layer")
+    if q in ("no_load", "unknown"):
+        return "No load" if q == "no_load" else "No verdict"
+    return f"{q.capitalize()}-bound" + (f", {layer} layer" if layer else "")
 
 
 def _metric_rows(snap: dict[str, Any]) -> list[str]:
@@ -139,6 +148,8 @@ def _delta_cell(d: Any) -> str:
     if not isinstance(d, dict) or not isinstance(d.get("delta_pct"), (int, float)):
         return "-"
     mark = {True: "", False: " (noise)", None: " (noise unknown)"}.get(d.get("significant"), "")
+    if d.get("unit") == "%" and isinstance(d.get("delta"), (int, float)):  # a change of a percentage
+        return f"{d['delta']:+.1f} pp{mark}"
     return f"{d['delta_pct']:+.1f}%{mark}"
 
 
@@ -174,6 +185,8 @@ def render(state: PerfState) -> str:
             "|" + "---|" * (len(HISTORY_KEYS) + 5)]
     for h in state.history or []:
         out.append(_history_row(h))
+    out += ["", "Changes against the capture before; \"-\": not measured in both (latency and QPS need stage spans); "
+            "\"(noise)\": within the captures' own run-to-run noise; pp: percentage points."]
     blob = json.dumps(state.to_json(), indent=1, allow_nan=False).replace(">", "\\u003e")
     return "\n".join(out) + f"\n\n{MARKER} v{VERSION}\n{blob}\n-->\n"
 

@@ -34,11 +34,26 @@ def _noise(m: MetricDelta) -> str:
     return f"±{m.band:.3g} {m.unit}{ci}"
 
 
+def _title(c: Comparison, gate: tuple[GateResult, ...]) -> str:
+    if gate:
+        if any(g.failed for g in gate):
+            return "Regression"
+        return "Gate not judged" if any(g.unjudged for g in gate) else "No regression"
+    worse = [m.label for m in c.metrics if m.direction == "worse"]
+    return f"Worse: {', '.join(worse)}" if worse else "No significant change in what was measured"
+
+
+def _unmeasured(c: Comparison) -> list[str]:
+    keys = {m.key for m in c.metrics if m.base is not None and m.new is not None}
+    if {"p50", "p99", "qps"} <= keys:
+        return []
+    return ["**Latency and QPS were not measured in both captures** (they need stage spans: start the service "
+            "under `diagnose run`, or send OTLP spans): a change in them cannot be seen here.", ""]
+
+
 def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
-    failed = [g for g in gate if g.failed]
-    worse = [m for m in c.metrics if m.direction == "worse"]
-    title = ("Regression" if failed or (not gate and worse) else "No regression") + f": {c.new.verdict}"
-    out = [f"# {text(title)} (compare)", ""]
+    out = [f"# {text(_title(c, gate))} (compare): {text(c.base.verdict)} → {text(c.new.verdict)}", ""]
+    out += _unmeasured(c)
     if c.verdict_changed:
         out += [f"**The verdict changed**: {text(c.base.verdict)} → {text(c.new.verdict)}.", ""]
     else:
@@ -66,7 +81,8 @@ def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str
             or ["No finding appeared or disappeared."]) + [""]
     if gate:
         out += ["## Regression gate (`--fail-on`)", ""]
-        out += [f"- {'**FAIL**' if g.failed else 'pass'} {code(str(g.condition))}: {text(g.reason)}" for g in gate]
+        out += [f"- {'**FAIL**' if g.failed else 'not judged' if g.unjudged else 'pass'} {code(str(g.condition))}: "
+                f"{text(g.reason)}" for g in gate]
         out += [""]
     return "\n".join(out).rstrip() + "\n"
 
@@ -74,9 +90,9 @@ def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str
 def comparison_json(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
     doc = c.to_json()
     if gate:
-        doc["gate"] = {"failed": any(g.failed for g in gate),
-                       "conditions": [{"condition": str(g.condition), "failed": g.failed, "reason": g.reason}
-                                      for g in gate]}
+        doc["gate"] = {"failed": any(g.failed for g in gate), "unjudged": any(g.unjudged for g in gate),
+                       "conditions": [{"condition": str(g.condition), "failed": g.failed, "unjudged": g.unjudged,
+                                       "reason": g.reason} for g in gate]}
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 

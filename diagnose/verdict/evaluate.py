@@ -53,7 +53,7 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
         if all(c.holds(v) for c, v in zip(rule.conditions, values)):
             finding = _finding(rule, signals, values)
             overruled = rule.overruled_by(signals)
-            findings.append(_as_context(finding, overruled, rule.unless_reason) if overruled else finding)
+            findings.append(_as_context(finding, overruled, rule.reason_for(overruled)) if overruled else finding)
     findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))
     return findings, list(not_judged.values())
 

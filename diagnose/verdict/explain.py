@@ -58,10 +58,12 @@ def explain(rule: Rule) -> list[str]:
         out.append(f"  - {condition_text(c)}  (certain {fmt_value(c.scale, spec.unit if spec else '')} past it)")
         out.append(f"      {where}")
     if rule.unless:
-        out += ["", f"Kept as context, not a verdict, when any of these holds ({rule.unless_reason}):"]
+        out += ["", "Kept as context, not a verdict, when any of these holds:"]
+        own = dict(rule.unless_reasons)
         for entry in rule.unless:
             conds = entry if isinstance(entry, tuple) else (entry,)
-            out.append("  - " + " and ".join(condition_text(c) for c in conds))
+            why = own.get(conds[0].signal, rule.unless_reason)
+            out.append("  - " + " and ".join(condition_text(c) for c in conds) + f" ({why})")
     out += ["", "What to try, in order:"] + [f"  {i}. {s}" for i, s in enumerate(rule.suggestions, 1)]
     if rule.training_suggestions:
         out += ["", "In a training loop instead:"]

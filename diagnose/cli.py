@@ -1,6 +1,7 @@
 """Command line: parses arguments and hands off. Heavy imports live inside the subcommands.
 
-Exit codes: 0 ok · 1 regression found by compare · 2 usage or target error · 3 nothing captured.
+Exit codes: 0 ok · 1 regression found by compare · 2 usage or target error · 3 nothing captured ·
+4 internal error (an uncaught exception would otherwise exit 1, which means "regression").
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import click
 
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING, EXIT_BUG = 0, 1, 2, 3, 4
 
 EPILOG = """\b
 Exit codes:
@@ -21,6 +22,7 @@ Exit codes:
   2  usage, input or target error (bad pid, unwritable --out, already attached, a gated
      metric not measured in both captures)
   3  capture failed entirely (no collector recorded anything)
+  4  internal error: a bug in diagnose (the traceback says where; please report it)
 """
 
 
@@ -634,3 +636,17 @@ def demo(duration: float, out: Path, no_tui: bool) -> None:
     except DemoError as exc:
         raise fail(str(exc), EXIT_NOTHING) from None
     sys.exit(code)
+
+
+def entry() -> None:
+    """The console script: ``main``, with an unexpected exception as exit code 4, never 1."""
+    import traceback
+
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug: its traceback, one line naming it, and an exit code of its own
+        traceback.print_exc()
+        click.echo(f"diagnose: internal error: {type(exc).__name__}: {exc} (a bug; please report it)", err=True)
+        sys.exit(EXIT_BUG)

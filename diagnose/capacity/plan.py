@@ -17,6 +17,7 @@ from typing import Any
 from diagnose.model import Report
 
 DEFAULT_HEADROOM = 1.3
+MAX_INPUT = 1e12  # larger targets, prices or SLOs are typos, and their products overflow JSON
 
 
 class PlanError(ValueError):
@@ -66,11 +67,11 @@ def cost_per_1m_tokens(gpu_hour_price: float, tokens_per_s: float, gpus: int = 1
 def check_target(t: Target) -> None:
     """Raises PlanError when an input of ``t`` is not a positive finite number."""
     for name, v in (("target QPS", t.qps), ("headroom", t.headroom)):
-        if not (math.isfinite(v) and v > 0):
-            raise PlanError(f"{name} must be a positive number, not {v}")
+        if not (math.isfinite(v) and 0 < v <= MAX_INPUT):
+            raise PlanError(f"{name} must be a positive number up to {MAX_INPUT:g}, not {v}")
     for name, opt in (("SLO P99", t.slo_p99_ms), ("GPU-hour price", t.gpu_hour_price)):
-        if opt is not None and not (math.isfinite(opt) and opt > 0):
-            raise PlanError(f"{name} must be a positive number, not {opt}")
+        if opt is not None and not (math.isfinite(opt) and 0 < opt <= MAX_INPUT):
+            raise PlanError(f"{name} must be a positive number up to {MAX_INPUT:g}, not {opt}")
     if t.gpus_per_instance < 1:
         raise PlanError("GPUs per instance must be at least 1")
     if t.headroom < 1.0:

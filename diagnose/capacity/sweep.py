@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 
 KIND, VERSION = "diagnose-sweep", 1
 MIN_RATES = 4
+MAX_RATE_QPS = 1e6  # one open-loop generator process: far past what it can offer
+MAX_STEPS = 1000  # a sweep file's steps (diagnose sweep writes at most 100): the knee fit is quadratic
+MAX_LINE_CHARS = 1 << 16
+MAX_NUMBER = 1e12  # a rate, latency or count past this is not a measurement
 STOP_ERROR_FRACTION, STOP_THROUGHPUT_FRACTION = 0.05, 0.5
 MAX_SWEEP_BYTES = 8 << 20
 
@@ -88,12 +92,16 @@ def choose_rates(rates: str | None, rate_from: float | None, rate_to: float | No
     elif rate_from is not None and rate_to is not None:
         if not (0 < rate_from < rate_to and math.isfinite(rate_to)):
             raise SweepError(f"--from {rate_from:g} --to {rate_to:g}: give 0 < FROM < TO requests/s")
-        out = [rate_from * (rate_to / rate_from) ** (i / (steps - 1)) for i in range(steps)]
-        return tuple(round(r, 3) for r in out)
+        out = [round(rate_from * (rate_to / rate_from) ** (i / (steps - 1)), 3) for i in range(steps)]
+        rates = f"--from {rate_from:g} --to {rate_to:g} --steps {steps}"
     else:
         raise SweepError("give the offered loads: --rates 5,10,20,40 or --from 5 --to 40 [--steps 6]")
     if not all(math.isfinite(r) and r > 0 for r in out) or len(set(out)) != len(out):
-        raise SweepError(f"--rates {rates!r}: every rate must be a distinct positive number of requests/s")
+        raise SweepError(f"{rates!r}: every rate must be a distinct positive number of requests/s (at 0.001 "
+                         "req/s resolution)")
+    if max(out) > MAX_RATE_QPS:
+        raise SweepError(f"{rates!r}: {max(out):g} req/s is past what one load generator offers "
+                         f"(at most {MAX_RATE_QPS:g}); use your own tool with --command")
     if len(out) < MIN_RATES:
         raise SweepError(f"--rates {rates!r}: a knee needs at least {MIN_RATES} rates (2 each side of it)")
     return tuple(out)
@@ -127,9 +135,10 @@ class OpenLoopDriver:
 
 
 def _number(line: dict[str, Any], *keys: str) -> float | None:
+    """The first key holding a finite number in [0, MAX_NUMBER] (huge ints and floats refused)."""
     for key in keys:
         v = line.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_NUMBER:
             return float(v)
     return None
 
@@ -151,7 +160,7 @@ class CommandDriver:
     def __call__(self, rate_qps: float, step_s: float) -> LoadStep:
         args = [a.replace("{qps}", f"{rate_qps:g}").replace("{seconds}", f"{step_s:g}") for a in self._args]
         try:
-            done = subprocess.run(args, capture_output=True, text=True, timeout=3 * step_s + 60)
+            done = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=3 * step_s + 60)
         except FileNotFoundError:
             raise SweepError(f"--command: {args[0]!r} not found; give the program's path") from None
         except subprocess.TimeoutExpired:
@@ -166,8 +175,8 @@ class CommandDriver:
     def _parse(stdout: str, rate_qps: float) -> LoadStep:
         lines = [ln for ln in stdout.splitlines() if ln.strip()]
         try:
-            line = json.loads(lines[-1]) if lines else None
-        except ValueError:
+            line = json.loads(lines[-1][:MAX_LINE_CHARS]) if lines else None
+        except (ValueError, RecursionError):
             line = None
         got = lines[-1][:120] if lines else "nothing"
         throughput = _number(line, "throughput", "qps") if isinstance(line, dict) else None
@@ -240,12 +249,15 @@ def load_sweep(path: Path) -> Sweep:
         doc = json.loads(read_regular_file(path, MAX_SWEEP_BYTES, follow_symlinks=True))
     except OSError as exc:
         raise SweepError(f"cannot read sweep {path}: {exc.strerror or exc}") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise SweepError(f"{path} is not JSON; pass the file `diagnose sweep --out` wrote") from None
     if not isinstance(doc, dict) or doc.get("kind") != KIND or doc.get("version") != VERSION:
         raise SweepError(f"{path} is not a {KIND} v{VERSION} file; pass the file `diagnose sweep --out` wrote")
+    raw_steps = doc.get("steps")
+    if not isinstance(raw_steps, list) or len(raw_steps) > MAX_STEPS:
+        raise SweepError(f"{path}: its steps are not a list of at most {MAX_STEPS} steps")
     try:
-        steps = tuple(_step_from_json(d) for d in doc.get("steps") or ())
+        steps = tuple(_step_from_json(d) for d in raw_steps)
         knee = find_knee(steps)
     except (SweepError, KneeError) as exc:
         raise SweepError(f"{path}: {exc}") from None

@@ -10,6 +10,7 @@ times (UTC). Reading is bounded (MAX_BYTES) and refuses anything but a regular f
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -26,8 +27,9 @@ from diagnose.render.units import fmt_value, utc_datetime
 VERSION = 1
 MAX_BYTES = 4 << 20
 MARKER = "<!-- diagnose-performance-file"
-_STATE = re.compile(re.escape(MARKER) + r" v(\d+)\n(.*?)\n-->", re.S)
+_STATE = re.compile(re.escape(MARKER) + r" v(\d{1,6})\n(.*?)\n-->", re.S)
 HISTORY_KEYS = ("p50", "p99", "qps", "cpu", "sm")
+MAX_HISTORY = 1000  # rows kept (the oldest go first): the file stays far under MAX_BYTES
 
 
 class PerfFileError(ValueError):
@@ -67,18 +69,33 @@ def read_state(path: Path) -> PerfState | None:
     if int(m.group(1)) != VERSION:
         raise PerfFileError(f"{path} is a version {m.group(1)} performance file; this diagnose reads {VERSION}")
     try:
-        doc = json.loads(m.group(2))
-    except ValueError as exc:
-        raise PerfFileError(f"{path}: its state block is not valid JSON ({exc})") from None
+        doc = json.loads(m.group(2), parse_constant=_no_constant, parse_int=_bounded_int)
+    except (ValueError, RecursionError) as exc:
+        raise PerfFileError(f"{path}: its state block is not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("service"), str):
         raise PerfFileError(f"{path}: its state block has no service name")
     hist = doc.get("history")
-    return PerfState(doc["service"], _dict(doc.get("baseline")), _dict(doc.get("current")),
+    return PerfState(doc["service"][:200], _snap(doc.get("baseline")), _snap(doc.get("current")),
                      [h for h in hist if isinstance(h, dict)] if isinstance(hist, list) else [])
 
 
-def _dict(v: Any) -> dict[str, Any] | None:
-    return v if isinstance(v, dict) else None
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number this file holds")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > 30:
+        raise ValueError("an integer of more than 30 digits")
+    return int(text)
+
+
+def _snap(v: Any) -> dict[str, Any] | None:
+    """A capture's snapshot as the file may hold it: a dict whose ``metrics`` is a dict of dicts."""
+    if not isinstance(v, dict):
+        return None
+    metrics = v.get("metrics")
+    clean = {k: m for k, m in metrics.items() if isinstance(m, dict)} if isinstance(metrics, dict) else {}
+    return {**v, "metrics": clean}
 
 
 def snapshot(r: Report) -> dict[str, Any]:
@@ -115,7 +132,7 @@ def record(state: PerfState | None, base: Report, new: Report, comp: Comparison,
            "bundle": snap["bundle"], "verdict": _verdict(snap), "deltas": deltas,
            "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
            "findings": [f"{f.change}: {f.title}" for f in comp.findings if f.change != "kept"]}
-    return PerfState(st.service, st.baseline, snap, [*(st.history or []), row])
+    return PerfState(st.service, st.baseline, snap, [*(st.history or []), row][-MAX_HISTORY:])
 
 
 def service_name(r: Report) -> str:
@@ -138,19 +155,47 @@ def _verdict(snap: dict[str, Any]) -> str:
     return f"{q.capitalize()}-bound" + (f", {layer} layer" if layer else "")
 
 
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    except OverflowError:
+        return None
+    return f if f is not None and math.isfinite(f) and abs(f) < 1e18 else None
+
+
 def _metric_rows(snap: dict[str, Any]) -> list[str]:
-    rows = [f"| {cell(m['label'])} | {fmt_value(m['value'], m['unit'])} |" for m in snap["metrics"].values()
-            if isinstance(m, dict) and isinstance(m.get("value"), (int, float))]
+    raw = snap.get("metrics")
+    metrics: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    rows = [f"| {cell(m.get('label', '?'))} | {cell(fmt_value(v, str(m.get('unit', ''))))} |"
+            for m in metrics.values() if isinstance(m, dict) and (v := _finite(m.get("value"))) is not None]
     return ["| metric | value |", "|---|---|", *rows, ""] if rows else ["No key metric was measured.", ""]
 
 
 def _delta_cell(d: Any) -> str:
-    if not isinstance(d, dict) or not isinstance(d.get("delta_pct"), (int, float)):
+    pct = _finite(d.get("delta_pct")) if isinstance(d, dict) else None
+    if pct is None:
         return "-"
     mark = {True: "", False: " (noise)", None: " (noise unknown)"}.get(d.get("significant"), "")
-    if d.get("unit") == "%" and isinstance(d.get("delta"), (int, float)):  # a change of a percentage
-        return f"{d['delta']:+.1f} pp{mark}"
-    return f"{d['delta_pct']:+.1f}%{mark}"
+    delta = _finite(d.get("delta"))
+    if d.get("unit") == "%" and delta is not None:  # a change of a percentage
+        return f"{delta:+.1f} pp{mark}"
+    return f"{pct:+.1f}%{mark}"
+
+
+MAX_DEPTH = 16  # what the file's own state nests to is 4: deeper is not diagnose's
+
+
+def _json_safe(v: Any, depth: int = 0) -> Any:
+    """The state as JSON can hold it: non-finite floats and anything nested past MAX_DEPTH as null."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_json_safe(x, depth + 1) for x in v]
+    return v
 
 
 def _history_row(h: dict[str, Any]) -> str:
@@ -172,8 +217,8 @@ def render(state: PerfState) -> str:
            "time, measure again, and record the effect here.", ""]
     cur = state.current
     if cur:
-        conf = cur.get("confidence")
-        conf_s = f" (confidence {conf:.2f})" if isinstance(conf, (int, float)) else ""
+        conf = _finite(cur.get("confidence"))
+        conf_s = f" (confidence {conf:.2f})" if conf is not None else ""
         out += ["## Current bottleneck", "", f"**{text(_verdict(cur))}**{conf_s}, "
                 f"captured {text(cur.get('captured'))}: {text(cur.get('headline', ''))}", "",
                 f"Bundle: {code(cur.get('bundle', '?'))}", ""]
@@ -187,7 +232,7 @@ def render(state: PerfState) -> str:
         out.append(_history_row(h))
     out += ["", "Changes against the capture before; \"-\": not measured in both (latency and QPS need stage spans); "
             "\"(noise)\": within the captures' own run-to-run noise; pp: percentage points."]
-    blob = json.dumps(state.to_json(), indent=1, allow_nan=False).replace(">", "\\u003e")
+    blob = json.dumps(_json_safe(state.to_json()), indent=1, allow_nan=False).replace(">", "\\u003e")
     return "\n".join(out) + f"\n\n{MARKER} v{VERSION}\n{blob}\n-->\n"
 
 

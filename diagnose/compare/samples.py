@@ -45,12 +45,17 @@ def _window(report: Report, ends: np.ndarray, starts: np.ndarray) -> tuple[int, 
 
 
 def _process_series(report: Report) -> dict[str, Points]:
-    recs = [r for r in report.bundle.stream(PROCESS) if isinstance(r.get("t_ns"), int)]
+    recs = [r for r in report.bundle.stream(PROCESS) if type(r.get("t_ns")) is int and 0 < r["t_ns"] < 2**63]
     cpu: Points = []
     for a, b in zip(recs, recs[1:]):
         dt = (b["t_ns"] - a["t_ns"]) / 1e9
-        if dt > 0:
-            cpu.append((b["t_ns"], 100.0 * (process_cpu_s(b) - process_cpu_s(a)) / dt))
+        ncpu = b.get("ncpu") if type(b.get("ncpu")) is int and 0 < b["ncpu"] < 100_000 else 1024
+        try:
+            pct = 100.0 * (process_cpu_s(b) - process_cpu_s(a)) / dt if dt > 0 else -1.0
+        except (TypeError, KeyError, OverflowError):
+            continue
+        if 0.0 <= pct <= 110.0 * ncpu:  # a counter that went back, or past every core: not a reading
+            cpu.append((b["t_ns"], pct))
     tcp = [(r["t_ns"], float(n)) for r in recs if (n := accepted_connections(r)) is not None]
     return {"process_cpu_pct": cpu, "tcp_in_flight": tcp}
 
@@ -66,11 +71,12 @@ def _gpu_series(report: Report) -> dict[str, Points]:
     gpm = read_gpm(report.bundle)
     out: dict[str, Points] = {}
     for name, key in (("gpu_sm_pct", "sm_util_pct"), ("gpu_dram_pct", "dram_bw_util_pct")):
-        pts = [(r["t_ns"], r["metrics"][key]) for rows in gpm.readings.values() for r in rows if key in r["metrics"]]
+        pts = [(r["t_ns"], r["metrics"][key]) for rows in gpm.readings.values() for r in rows
+               if key in r["metrics"] and 0.0 <= r["metrics"][key] <= 100.0]
         out[name] = _mean_by_time(pts)
     nv = read_nvml(report.bundle)
     util = [(r["t_ns"], float(r["values"]["gpu_util_pct"])) for rows in nv.readings.values() for r in rows
-            if isinstance(r["values"].get("gpu_util_pct"), (int, float))]
+            if isinstance(r["values"].get("gpu_util_pct"), (int, float)) and 0 <= r["values"]["gpu_util_pct"] <= 100]
     out["gpu_util_pct"] = _mean_by_time(util)
     return out
 

@@ -74,11 +74,15 @@ class Endpoint:
 
     @classmethod
     def parse(cls, url: str) -> Endpoint:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            port = parts.port  # urllib checks the port's range only here
+        except ValueError as exc:
+            raise OpenLoopError(f"{url!r} is not a URL ({exc}); give e.g. http://127.0.0.1:8000/predict") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise OpenLoopError(f"{url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8000/predict")
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return cls(parts.scheme, parts.hostname, parts.port, path)
+        return cls(parts.scheme, parts.hostname, port, path)
 
     def connect(self, timeout_s: float) -> http.client.HTTPConnection:
         kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection

@@ -91,7 +91,7 @@ class PerfettoRenderer(Renderer):
         b = report.bundle
         events = [*_pyspy(b, names), *_torch(b, names, notes), *_gpu_counters(b), *_process(b), *_gc(b, names)]
         requests, slowest = _requests(b, names, notes)
-        events = _cap(_nest(events + requests, notes), notes)
+        events = _cap(_nest(_in_window(report, events + requests, notes), notes), notes)
         events += _findings(report, slowest, events)
         started = report.manifest.get("started_ns")
         origin = min([e.t_ns for e in events] + ([started] if type(started) is int else []), default=0)
@@ -99,6 +99,22 @@ class PerfettoRenderer(Renderer):
         doc = {"traceEvents": _metadata(report, events, names) + [e.to_json(origin) for e in events],
                "displayTimeUnit": "ms", "otherData": _other_data(report, events, origin, notes)}
         return json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+FAR_NS = 3600 * 10**9  # events further than this outside the capture window are clock errors
+
+
+def _in_window(report: Report, events: list[Event], notes: dict[str, Any]) -> list[Event]:
+    """Events within FAR_NS of the capture window (when the manifest has one): a span stamped at
+    the epoch (µs read as ns) would otherwise put every other event 1e15 µs from the origin, past
+    the float precision the Trace Event Format's µs timestamps have."""
+    lo, hi = report.manifest.get("started_ns"), report.manifest.get("ended_ns")
+    if type(lo) is not int or type(hi) is not int or hi < lo:
+        return events
+    kept = [e for e in events if lo - FAR_NS <= e.t_ns <= hi + FAR_NS and e.t_ns + e.dur_ns <= hi + FAR_NS]
+    if len(kept) < len(events):
+        notes["events_outside_capture_dropped"] = len(events) - len(kept)
+    return kept
 
 
 def _us(ns: int) -> float:

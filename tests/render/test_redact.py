@@ -64,3 +64,39 @@ def test_cli_report_redact(bundle, tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.startswith("# ") and "{arg-1}" in res.output
     assert not any(s in res.output for s in SECRETS)
+
+
+def test_redaction_never_removes_an_escape(tmp_path):
+    """A target argument ending in a backslash, and frame names holding HTML and a link: the
+    redacted Markdown renders them as text, never as HTML or a link."""
+    b = tmp_path / "b"
+    shutil.copytree(REPO / "fixtures/cpu/service-json", b)
+    m = json.loads((b / "manifest.json").read_text())
+    m["target"]["cmdline"] = ["python", "serve.py", "--x=y\\"]
+    (b / "manifest.json").write_text(json.dumps(m))
+    hostile = "--x=y<img src=https://evil.example/p.png> --x=y[click](https://evil.example/login)"
+    for w in (b / "pyspy").glob("*.json"):
+        w.write_text(w.read_text().replace('"name":"dumps"', json.dumps({"name": hostile})[1:-1]))
+    out = redact(render(analyse(b), "md-full"), analyse(b), False)
+    html = __import__("cmarkgfm").github_flavored_markdown_to_html(out)
+    assert "<img" not in html and "evil.example/login\"" not in html and "{arg-2}" in out
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ("thread alice-worker and alice_2", "thread {user-1}-worker and {user-1}_2"),
+    ("/var/home/bob/x.py and /gpfs/home/bob_smith/y", "/var/home/{user-2}/x.py and /gpfs/home/{user-3}/y"),
+    ("peer 10.20.30.40. then fd00::5 and fe80::1%eth0", "peer {ip-1}. then {ip-2} and {ip-3}"),
+])
+def test_names_next_to_separators_paths_and_addresses(bundle, raw, want):
+    assert redactor_for(analyse(bundle)).apply(raw) == want
+
+
+def test_a_host_or_user_named_like_a_verdict_word_keeps_the_verdict(bundle, tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(bundle, b)
+    m = json.loads((b / "manifest.json").read_text())
+    m["target"].update(user="service", uid=1001, host="compute")
+    (b / "manifest.json").write_text(json.dumps(m))
+    rep = analyse(b)
+    doc = json.loads(redact(render(rep, "json"), rep, True))
+    assert doc["verdict"]["quadrant"] == rep.verdict.quadrant.value and doc["verdict"]["layer"] == "service"

@@ -135,13 +135,17 @@ class SpanCounts:
                 "spans_rejected": dict(self.rejected)}
 
 
+MAX_TIME_NS = 2**63 - 1
+
+
 def make_record(*, trace_id: Any, span_id: Any, parent_span_id: Any, name: Any, kind: Any,
                 start_ns: int | None, end_ns: int | None, status: Any,
                 attributes: Mapping[str, Any] | None, events: list[dict[str, Any]],
                 service: str | None, source: str) -> dict[str, Any]:
     """Build and check one SPANS record.
 
-    Raises SpanRejected with the counter key: "bad_id", "no_start_time", "end_before_start".
+    Raises SpanRejected with the counter key: "bad_id", "no_start_time", "end_before_start",
+    "time_out_of_range" (past int64 ns: OTLP's fixed64 allows it, no clock gives it).
     A span without an end time is kept with ``end_ns`` None (still open when the capture ended).
     """
     tid, sid = format_id(trace_id, 32), format_id(span_id, 16)
@@ -150,6 +154,8 @@ def make_record(*, trace_id: Any, span_id: Any, parent_span_id: Any, name: Any, 
     if not start_ns or start_ns <= 0:
         raise SpanRejected("no_start_time")
     end = int(end_ns) if end_ns else None
+    if start_ns > MAX_TIME_NS or (end is not None and end > MAX_TIME_NS):
+        raise SpanRejected("time_out_of_range")
     if end is not None and end < start_ns:
         raise SpanRejected("end_before_start")
     return {

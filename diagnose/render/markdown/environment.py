@@ -49,9 +49,15 @@ def environment_bits(report: Report) -> list[str]:
     return bits
 
 
+MAX_NUMBER = 1e15  # no cost, count or budget in a manifest comes near it: a larger one is not a reading
+
+
 def _num(d: dict[str, Any], key: str) -> float | None:
+    """A non-negative, finite, plausible number from a manifest record (hostile or torn: anything else is None)."""
     v = d.get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not -1 < v < MAX_NUMBER:
+        return None
+    return float(v) if v >= 0 else None
 
 
 def _agent_cost(m: dict[str, Any]) -> str:
@@ -81,7 +87,8 @@ def _budget(m: dict[str, Any]) -> str:
         return ""
     asked: dict[str, Any] = b["asked"] if isinstance(b.get("asked"), dict) else {}
     final: dict[str, Any] = b["final"] if isinstance(b.get("final"), dict) else {}
-    changes = [c for c in b.get("changes") or [] if isinstance(c, dict)]
+    raw_changes = b.get("changes")
+    changes = [c for c in raw_changes if isinstance(c, dict)] if isinstance(raw_changes, list) else []
     peak = _num(b, "used_pct_of_core_max")
     said = f" Overhead budget {pct:g}% of one core" + (f" (peak {peak:.0f}% in a 2 s period)" if peak else "")
     gave = [f"py-spy at {text(final.get('pyspy_hz'))} Hz instead of {text(asked.get('pyspy_hz'))}"
@@ -104,11 +111,11 @@ def cost_line(report: Report) -> str:
         why = "imported files" if m.get("end_reason") == "imported" else "a bundle without the record"
         return f"**Cost of this capture**: not recorded ({why})."
     wall, own, kids = _num(cost, "wall_s"), _num(cost, "diagnose_cpu_s"), _num(cost, "children_cpu_s")
-    cpus = _num(cost, "host_cpus") or 1.0
+    cpus = _num(cost, "host_cpus")
     if not wall or own is None:
         return "**Cost of this capture**: not recorded (incomplete record)."
-    parts = [f"diagnose used {own:.2f} s of CPU in {wall:.1f} s ({100 * own / wall:.1f}% of one core, "
-             f"{100 * own / wall / cpus:.1f}% of the host's {cpus:.0f} CPUs)"]
+    host = f", {100 * own / wall / cpus:.1f}% of the host's {cpus:.0f} CPUs" if cpus and cpus >= 1 else ""
+    parts = [f"diagnose used {own:.2f} s of CPU in {wall:.1f} s ({100 * own / wall:.1f}% of one core{host})"]
     if kids is not None:
         parts.append(f"its child processes (py-spy) {kids:.2f} s ({100 * kids / wall:.1f}% of one core)")
     rss = _num(cost, "max_rss_bytes")

@@ -154,8 +154,8 @@ class MarkdownRenderer(Renderer):
         for s in a.top_stacks[:TOP_STACKS if not self.full else 5]:
             frames = s.frames[-MAX_FRAMES:]
             more = len(s.frames) - len(frames)
-            out += [f"**{s.share_pct:.1f}%** · {text(s.category)} · thread {code(s.thread)}", ""]
-            out += fenced(([f"... {more} outer frames"] if more else []) + list(frames)) + [""]
+            out += [f"**{s.share_pct:.1f}%** · {text(s.category)} · thread {code(_cut(s.thread))}", ""]
+            out += fenced(([f"... {more} outer frames"] if more else []) + [_cut(f) for f in frames]) + [""]
         funcs = a.details.get("top_functions") or []
         if funcs and self.full:
             out += ["### Hot functions", ""]
@@ -229,6 +229,13 @@ def _finding_block(f: Any) -> list[str]:
         out += [f"What to try ({f.layer.value} layer first):", ""]
         out += [f"{i}. {text(s)}" for i, s in enumerate(f.suggestions, 1)] + [""]
     return out
+
+
+MAX_NAME_CHARS = 300  # a frame or thread name the target made longer still fits the report's budget
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS - 1] + "…"
 
 
 def _size(lines: list[str]) -> int:

@@ -21,6 +21,7 @@ from diagnose.rules.stage_catalog import STAGE_CATALOG, STAGES
 from diagnose.traces.intervals import merge
 
 MAX_SPAN_NS = 24 * 3600 * 10**9  # longer spans are clock or instrumentation errors
+MAX_TIME_NS = 2**63 - 1  # Unix ns fit int64; a larger time is not a clock reading
 PERCENTILES = (50, 90, 95, 99, 99.9)
 MAX_GROUPS = 10
 
@@ -68,6 +69,13 @@ def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
         if type(start) is not int or type(end) is not int:
             invalid["no_end_time" if end is None else "bad_time"] += 1
             continue
+        if not (0 < start <= MAX_TIME_NS and 0 < end <= MAX_TIME_NS):
+            invalid["time_out_of_range"] += 1
+            continue
+        ids = (r.get("trace_id"), r.get("span_id"), r.get("parent_span_id"))
+        if not all(isinstance(x, str) for x in ids[:2]) or not isinstance(ids[2], (str, type(None))):
+            invalid["bad_id"] += 1
+            continue
         if end < start:
             invalid["end_before_start"] += 1
             continue
@@ -77,7 +85,7 @@ def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
         raw_attrs = r.get("attributes")
         attrs = raw_attrs if isinstance(raw_attrs, dict) else {}
         events = tuple(e for e in r.get("events") or () if isinstance(e, dict))
-        out.append(Span(str(r.get("trace_id")), str(r.get("span_id")), r.get("parent_span_id") or None,
+        out.append(Span(str(ids[0]), str(ids[1]), ids[2] or None,
                         str(r.get("name", "?")), str(r.get("kind") or "internal"), start, end,
                         str(r.get("status") or "unset"), attrs, events))
     ss = SpanSet(out, dict(invalid))

@@ -5,7 +5,8 @@ py-spy's cost grows with threads x rate. Measured here (py-spy 0.4, non-blocking
 ~PYSPY_SAMPLE_MS per sample plus ~PYSPY_THREAD_MS per thread per sample of py-spy's own CPU (4
 threads at 100 Hz: 5.8% of a core; 40 threads at 100 Hz: 29%). The first py-spy rate is planned
 from the target's thread count; then every PERIOD_S the budget reads what was used (getrusage of
-this process and of reaped children, psutil of the live py-spy child) and lowers the py-spy rate
+the collector threads of this process, psutil of the py-spy children as the collector follows
+them) and lowers the py-spy rate
 (taken at its next window) and the process collector's rate when over, or raises them back
 toward what was asked when well under. Every change is recorded with its reason, for the manifest
 (``budget``) and the report's cost line.
@@ -13,6 +14,7 @@ toward what was asked when well under. Every change is recorded with its reason,
 from __future__ import annotations
 
 import resource
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +41,17 @@ def planned_rate(asked_hz: int, threads: int, budget_cores: float) -> int:
     return max(MIN_PYSPY_HZ, min(asked_hz, fits))
 
 
-def _self_and_children_s() -> tuple[float, float]:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+def _collectors_s() -> float:
+    """CPU s so far of this process' collector threads (named ``diagnose-*``): the live view's
+    rendering runs in this process too and is the user's choice, not the capture's cost."""
+    import psutil
+
+    ours = {t.native_id for t in threading.enumerate() if t.name.startswith("diagnose-") and t.native_id}
+    try:
+        return float(sum(t.user_time + t.system_time for t in psutil.Process().threads() if t.id in ours))
+    except psutil.Error:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return me.ru_utime + me.ru_stime
 
 
 @dataclass
@@ -79,16 +89,17 @@ class OverheadBudget:
             setattr(self.rates, k, int(v) if k == "pyspy_hz" else v)
         self.changes.append({"t_s": round(t_s, 1), **rates, "why": why})
 
-    def observe(self, t_s: float, live_child_s: float) -> None:
-        """Read what diagnose used since the last call and adjust. ``live_child_s``: CPU so far of
-        the running py-spy child (not yet in RUSAGE_CHILDREN)."""
-        own, reaped = _self_and_children_s()
+    def observe(self, t_s: float, collectors_child_s: float) -> None:
+        """Read what diagnose used since the last call and adjust. ``collectors_child_s``: CPU so
+        far of the collectors' child processes (py-spy windows, as the collector measured them;
+        not RUSAGE_CHILDREN, which also holds the live view's analyses)."""
+        own = _collectors_s()
         now = time.monotonic()
-        last, self._last = self._last, (now, own, reaped + live_child_s)
+        last, self._last = self._last, (now, own, collectors_child_s)
         if last is None or now - last[0] < 0.5:
             return
         dt = now - last[0]
-        own_c, kids_c = (own - last[1]) / dt, max(0.0, (reaped + live_child_s - last[2]) / dt)
+        own_c, kids_c = (own - last[1]) / dt, max(0.0, (collectors_child_s - last[2]) / dt)
         used = own_c + kids_c
         self.used_cores.append(round(used, 4))
         self._adjust(t_s, used, own_c, kids_c)

@@ -138,7 +138,8 @@ def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Sa
     ci = None
     if spec.noise is Noise.LATENCY and spec.percentile is not None:
         ci = noise.bootstrap_diff_ci(sa.latency_ms, sb.latency_ms, spec.percentile)
-    sig = noise.judge(new - base, base, _spreads(spec, sa), _spreads(spec, sb), ci)
+    floor = noise.MIN_REL_SERVICE if spec.noise in (Noise.LATENCY, Noise.RATE) else noise.MIN_REL
+    sig = noise.judge(new - base, base, _spreads(spec, sa), _spreads(spec, sb), ci, floor)
     return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, sig.significant, sig.band, sig.ci,
                        sig.method)
 

@@ -1,11 +1,12 @@
 """Run-to-run noise from the bundles themselves (pure, numpy).
 
-A capture is cut into ``k`` windows of equal length (``window_count``: one per ~2 s, 3 to 10); the
+A capture is cut into ``k`` windows of equal length (``window_count``: one per ~1 s, 5 to 20); the
 spread of a metric across its windows is the noise that capture shows. A difference between two
 captures is *significant* when it exceeds ``Z`` standard errors of the difference of the window
-means (Welch: sqrt(sd_a^2/k_a + sd_b^2/k_b)), never less than ``MIN_REL`` of the base value: the
+means (Welch: sqrt(sd_a^2/k_a + sd_b^2/k_b)), never less than ``MIN_REL`` of the base value
+(``MIN_REL_SERVICE`` for latency percentiles and QPS): the
 windows of one capture do not see what differs between two runs (host load, warm-up, placement),
-and two captures of the same service under the same load differed by up to ~5% in CPU here; for
+and identical captures of the same service differed by up to ~19% in QPS on this 2-core VM; for
 latency percentiles the 95% bootstrap interval of the difference
 (Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, percentile method; requests
 resampled with replacement) must also exclude zero. Each estimate says which test decided.
@@ -20,9 +21,10 @@ import numpy as np
 from diagnose.compare.samples import Points, Samples
 
 Z = 2.0  # ~95% two-sided
-MIN_REL = 0.05
-WINDOW_S = 2.0
-MIN_WINDOWS, MAX_WINDOWS = 3, 10
+MIN_REL = 0.10  # sampled levels (CPU, GPU activity, in-flight)
+MIN_REL_SERVICE = 0.20  # latency and QPS: identical captures of one service on a shared 2-core VM gave 678-808 req/s
+WINDOW_S = 1.0
+MIN_WINDOWS, MAX_WINDOWS = 5, 20
 BOOTSTRAP_RESAMPLES = 400
 BOOTSTRAP_MAX_N = 20_000  # more requests than this: resample a fixed random subset (bounded cost)
 MIN_WINDOW_REQUESTS = 5
@@ -113,13 +115,13 @@ def bootstrap_diff_ci(base: np.ndarray, new: np.ndarray, q: float, seed: int = 0
 
 
 def judge(delta: float, base_value: float, a: Spread | None, b: Spread | None,
-          ci: tuple[float, float] | None = None) -> Significance:
+          ci: tuple[float, float] | None = None, floor: float = MIN_REL) -> Significance:
     """Is ``delta`` (new - base) beyond the noise of the two captures' window spreads (and outside
     the bootstrap interval's reach of zero, when ``ci`` is given)?"""
     if a is None or b is None:
         return Significance(None, None, ci, "no per-window data in both captures")
     se = math.sqrt(a.sd ** 2 / a.k + b.sd ** 2 / b.k)
-    band = max(Z * se, MIN_REL * abs(base_value))
+    band = max(Z * se, floor * abs(base_value))
     beyond = abs(delta) > band
     method = f"|diff| > {Z:g} x SE of window means ({a.k} and {b.k} windows)"
     if ci is not None:

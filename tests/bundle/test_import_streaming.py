@@ -62,7 +62,7 @@ def make_synthetic(seed: Path, out: Path, min_bytes: int) -> Path:
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # ~20 s idle, 165 s seen on an oversubscribed host; bounded memory is the point
 def test_a_large_trace_imports_and_analyses_in_bounded_memory(tmp_path):
-    plain = make_synthetic(SEED, tmp_path / "big.json", 150_000_000)
+    plain = make_synthetic(SEED, tmp_path / "big.json", 80_000_000)  # ~85 MB of JSON, ~350k events
     size = plain.stat().st_size
     packed = tmp_path / "big.json.gz"
     with plain.open("rb") as src, gzip.open(packed, "wb", compresslevel=1) as dst:
@@ -77,7 +77,7 @@ def test_a_large_trace_imports_and_analyses_in_bounded_memory(tmp_path):
             bundle = only_bundle(out)
             [rec] = index(bundle)
             assert rec["activities"] == ["cpu", "cuda"]
-            assert agent_status(bundle)["counts"]["torch_events"] > 600_000
+            assert agent_status(bundle)["counts"]["torch_events"] > 300_000
             stored = bundle / rec["file"]
             if path == packed:
                 assert stored.read_bytes() == packed.read_bytes()  # copied as it was

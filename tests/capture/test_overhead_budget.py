@@ -29,15 +29,26 @@ def test_over_budget_lowers_the_larger_part_first_then_raises_back():
     assert doc["asked"] == {"pyspy_hz": 100, "process_hz": 10.0} and len(doc["changes"]) == 3
 
 
-def test_observe_measures_this_process():
-    b = OverheadBudget.plan(400.0, 100, 10.0, 1)
-    b.observe(0.0, 0.0)
-    sum(i * i for i in range(2_000_000))  # real CPU of this process
+def test_observe_measures_the_collector_threads_of_this_process():
+    import threading
     import time
 
-    time.sleep(0.5)
-    b.observe(1.0, 0.0)
-    assert b.used_cores and b.used_cores[0] > 0.05
+    b = OverheadBudget.plan(400.0, 100, 10.0, 1)
+    stop = threading.Event()
+
+    def spin() -> None:  # real CPU in a collector-named thread
+        while not stop.is_set():
+            sum(i * i for i in range(10_000))
+
+    t = threading.Thread(target=spin, name="diagnose-spin")
+    t.start()
+    b.observe(0.0, 0.0)
+    sum(i * i for i in range(2_000_000))  # the main thread's CPU (a live view's, say) is not counted
+    time.sleep(0.6)
+    b.observe(1.0, 0.3)  # 0.3 s of py-spy children meanwhile
+    stop.set()
+    t.join()
+    assert b.used_cores and b.used_cores[0] > 0.3
     assert b.rates.pyspy_hz == 100  # within a 400% budget: nothing lowered
     with pytest.raises(AttributeError):
         b.rates.unknown_rate  # noqa: B018 - the rates are a closed set

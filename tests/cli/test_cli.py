@@ -18,7 +18,8 @@ FIXTURE = REPO / "fixtures" / "cpu" / "service-json"
 def test_help_documents_exit_codes():
     res = run_diagnose("attach", "--help")
     assert res.returncode == 0
-    for line in ("0  ok", "2  usage or target error", "3  capture failed entirely"):
+    for line in ("0  ok", "1  regression", "2  usage, input or target error", "3  capture failed entirely",
+                 "4  internal error"):
         assert line in res.stdout
     for opt in ("--duration", "--out", "--rate", "--native", "--subprocesses", "--no-tui"):
         assert opt in res.stdout
@@ -56,8 +57,8 @@ def test_report_renders_without_touching_bundle(tmp_path):
     res = run_diagnose("report", str(b), "-f", "md")
     assert res.returncode == 0 and is_report(res.stdout)
     assert not (b / "report.md").exists()
-    res = run_diagnose("report", str(b), "-f", "perfetto")
-    assert res.returncode == 2 and "'perfetto' is not one of 'md', 'md-full', 'json'" in res.stderr  # the registry
+    res = run_diagnose("report", str(b), "-f", "svg")
+    assert res.returncode == 2 and "'svg' is not one of 'md', 'md-full', 'json'" in res.stderr  # the registry
 
 
 def test_doctor_reports_pyspy_and_missing_nvml():

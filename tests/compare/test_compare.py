@@ -17,7 +17,7 @@ from diagnose.compare.gate import GateError, evaluate, parse_fail_on
 from diagnose.compare.perf_file import MARKER, read_state
 from diagnose.pipeline import analyse
 
-WORK, SLOW_WORK = 40, 160  # hashing rounds per request: the slower service does 4x the model work
+WORK, SLOW_WORK = 40, 400  # hashing rounds per request: the slower service does 10x the model work
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +36,7 @@ def test_same_service_twice_is_within_noise(reports):
     comp = compare(base, again)
     keys = {m.key for m in comp.metrics}
     assert {"p50", "p99", "qps"} <= keys
+    # identical captures here differ by up to ~19% in QPS (a shared VM): beyond the 20% floor is a regression
     flagged = [(m.key, m.delta_pct) for m in comp.metrics if m.direction == "worse"]
     assert not flagged, flagged
     for m in comp.metrics:
@@ -139,7 +140,7 @@ def test_fail_on_directions_and_absolute_amounts():
 
 
 def test_noise_hand_checked():
-    # windows 3, 4 and 5 req/s vs 6, 7 and 8: SE = sqrt(1/3 + 1/3) = 0.816; band 1.63 (> 5% of 4); 3 is beyond
+    # windows 3, 4 and 5 req/s vs 6, 7 and 8: SE = sqrt(1/3 + 1/3) = 0.816; band 1.63 (> 10% of 4); 3 is beyond
     a, b = noise.Spread((3.0, 4.0, 5.0)), noise.Spread((6.0, 7.0, 8.0))
     sig = noise.judge(3.0, 4.0, a, b)
     assert sig.significant and sig.band == pytest.approx(2 * np.sqrt(2 / 3))
@@ -148,4 +149,4 @@ def test_noise_hand_checked():
     lat = np.random.default_rng(1).exponential(10.0, 2000)
     lo, hi = noise.bootstrap_diff_ci(lat, lat + 5.0, 50)
     assert 4.0 < lo < 5.0 < hi < 6.0
-    assert noise.window_count(15.0) == 8 and noise.window_count(1.0) == 3 and noise.window_count(600) == 10
+    assert noise.window_count(15.0) == 15 and noise.window_count(1.0) == 5 and noise.window_count(600) == 20

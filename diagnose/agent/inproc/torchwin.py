@@ -93,8 +93,9 @@ class TorchWindow:
 
         The profiler's stop and the export each hold the target's GIL for a time that grows with
         the recorded events (~10-30 us per event on a CPU build): they run as two separate holds
-        with a pause between them so serving threads run in between; each is timed (``stop_s``,
-        ``export_s``) and the record says how many events the trace holds (``events``)."""
+        with a pause between them so serving threads run in between; each is timed as this
+        thread's CPU time (``stop_s``, ``export_s``: the hold) and wall time (``*_wall_s``), and the
+        record says how many events the trace holds (``events``)."""
         torch = sys.modules["torch"]
         record: dict[str, Any] = {"file": None, "start_ns": self.start_ns, "end_ns": None,
                                   "base_time_ns": None, "activities": self._activities,
@@ -102,14 +103,16 @@ class TorchWindow:
                                   "stop_s": None, "export_s": None, "events": None}
         try:
             record["stopping_ns"] = time.time_ns()  # the profiled window ends here; end_ns after the stop
-            t0 = time.perf_counter()
+            # a hold is this thread's CPU time in the call (the GIL-held work); the wall time also
+            # counts waiting for the GIL behind the target's own Python, which holds nothing of it
+            t0, c0 = time.perf_counter(), time.thread_time()
             self._prof.__exit__(None, None, None)
             record["end_ns"] = time.time_ns()
-            record["stop_s"] = round(time.perf_counter() - t0, 6)
+            record["stop_s"], record["stop_wall_s"] = _held(c0), round(time.perf_counter() - t0, 6)
             time.sleep(YIELD_S)  # the serving threads take the GIL back before the export holds it again
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.thread_time()
             record["base_time_ns"], record["bytes"], record["events"] = self._export()
-            record["export_s"] = round(time.perf_counter() - t1, 6)
+            record["export_s"], record["export_wall_s"] = _held(c1), round(time.perf_counter() - t1, 6)
             record["file"] = self.rel
         except (RuntimeError, OSError, ValueError) as exc:
             record["end_ns"] = record["end_ns"] or time.time_ns()
@@ -149,6 +152,10 @@ class TorchWindow:
             part.unlink(missing_ok=True)
             part.with_name(part.name + ".tmp").unlink(missing_ok=True)
         return base, final.stat().st_size, events
+
+
+def _held(cpu0: float) -> float:
+    return round(time.thread_time() - cpu0, 6)
 
 
 def count_events(path: Path) -> int:

@@ -20,7 +20,7 @@ PROBE_S = 0.002
 MIN_WINDOW_S = 0.002
 MAX_WINDOW_S = 10.0
 MIN_GAP_S = 0.5
-MAX_GROWTH = 2.0
+MAX_GROWTH = 8.0  # the hold's fixed part does not grow: scaling by budget / hold over-estimates it
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ def cost_line(report: Report) -> str:
     host = f", {100 * own / wall / cpus:.1f}% of the host's {cpus:.0f} CPUs" if cpus and cpus >= 1 else ""
     parts = [f"diagnose used {own:.2f} s of CPU in {wall:.1f} s ({100 * own / wall:.1f}% of one core{host})"]
     if kids is not None:
-        parts.append(f"its child processes (py-spy) {kids:.2f} s ({100 * kids / wall:.1f}% of one core)")
+        parts.append(f"its child processes (py-spy; the live view's analyses) {kids:.2f} s "
+                     f"({100 * kids / wall:.1f}% of one core)")
     rss = _num(cost, "max_rss_bytes")
     if rss:
         parts.append(f"peak memory {fmt_value(rss, 'bytes')}")

@@ -56,7 +56,7 @@ def _client(port: int, stop: threading.Event) -> None:
     conn.close()
 
 
-def capture(out: Path, work: int, seconds: float = 3.0) -> Path:
+def capture(out: Path, work: int, seconds: float = 2.5) -> Path:
     """Serve under load for ``seconds`` and write the spans as a bundle at ``out``."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider

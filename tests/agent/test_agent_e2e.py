@@ -104,7 +104,6 @@ def pyspy_clock_offset_ms(segments, spans) -> tuple[float, float]:
     return best / 1e6, _overlap_ns(xs, ys, best) / total if total else 0.0
 
 
-@pytest.mark.slow
 def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, tmp_path):  # noqa: F811
     svc = service("--model-iters", "80")
     res = run_diagnose("attach", str(svc.pid), "--duration", "8", "--torch-window", "3",

@@ -24,7 +24,7 @@ SCHEDULING_SLACK_MS = 25.0
 
 def _capture(service, tmp_path, *target_args: str) -> tuple[list[dict], dict, dict]:  # noqa: F811
     svc = service("--seconds", "40", *target_args, workload="torch_small_ops")
-    res = run_diagnose("attach", str(svc.pid), "--duration", "5", "--torch-window", "10", "--out", str(tmp_path),
+    res = run_diagnose("attach", str(svc.pid), "--duration", "4", "--torch-window", "10", "--out", str(tmp_path),
                        "--no-tui", timeout=150)
     assert res.returncode == 0, res.stderr
     os.kill(svc.pid, signal.SIGTERM)

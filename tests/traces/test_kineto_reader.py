@@ -172,6 +172,7 @@ def test_plain_chrome_array_format(tmp_path):
     assert analyze_trace(tr).tables["launches"]["linked_pct"] == 100.0
 
 
+@pytest.mark.slow  # chunk-boundary parsing of a whole trace in 64-byte chunks: ~7 s
 def test_tiny_chunks_give_the_same_columns(monkeypatch):
     path = shared(NCCL)
     whole = read_trace(path)

@@ -99,6 +99,8 @@ class PySpyCollector(Collector):
         self._thread: threading.Thread | None = None
         self._child: subprocess.Popen[str] | None = None
         self._rate_hz: int | None = None  # the overhead budget's rate, taken at the next window
+        self._seen: tuple[int | None, float] = (None, 0.0)  # (pid, CPU s) of the window last looked at
+        self._cpu_done = 0.0  # CPU s of the windows before it
         self._child_lock = threading.Lock()
         self._samples = 0
         self._errors = 0
@@ -148,16 +150,21 @@ class PySpyCollector(Collector):
         self._rate_hz = int(rates.pyspy_hz)
 
     def child_cpu_s(self) -> float:
+        """CPU of every py-spy window so far: the finished ones as last seen (up to one budget
+        period of a window's end is missed), plus the running one's."""
         import psutil
 
         child = self._child
-        if child is None or child.poll() is not None:
-            return 0.0
-        try:
-            t = psutil.Process(child.pid).cpu_times()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return 0.0
-        return float(t.user + t.system)
+        if child is not None and child.poll() is None:
+            try:
+                t = psutil.Process(child.pid).cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+            else:
+                if self._seen[0] not in (None, child.pid):
+                    self._cpu_done += self._seen[1]
+                self._seen = (child.pid, float(t.user + t.system))
+        return self._cpu_done + self._seen[1]
 
     def _command(self, out: Path, window_s: float) -> list[str]:
         o = self._options

@@ -123,7 +123,9 @@ def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, 
     serve_tids = {e["tid"] for e in events if e.get("name") == "aten::addmm"}
     assert serve_tids, "no aten::addmm from the model in the torch trace"
     names = {e.get("name") for e in events}
-    assert {"aten::linear", "aten::relu", "model", "queue", "request"} <= names  # ops + mirrored stages
+    # ops + a mirrored stage; the longer stages (queue, request) mostly begin before a bounded window
+    # (tens of ms, windowplan.py) and are then not in it
+    assert {"aten::linear", "aten::relu", "model"} <= names
     assert any(e.get("args", {}).get("Input Dims") for e in events if e.get("name") == "aten::addmm")
 
     spans = spans_by_name(bundle)

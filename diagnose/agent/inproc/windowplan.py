@@ -7,7 +7,8 @@ not seconds: a PROBE_S window first measures what a window costs, then each wind
 one scaled by SAFETY x STALL_BUDGET_S / its larger hold (stop or export), growing at most
 MAX_GROWTH-fold (and shrinking when a hold came close to the budget), and the next window waits
 until the holds so far stay under STALL_SHARE of the time. Windows repeat until ``wanted_s`` of
-profiled time is recorded or the capture ends. Pure and standard library only (runs inside the target).
+profiled time is recorded, MAX_WINDOWS ran, or the capture ends. Pure and standard library only
+(runs inside the target).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ PROBE_S = 0.002
 MIN_WINDOW_S = 0.002
 MAX_WINDOW_S = 10.0
 MIN_GAP_S = 0.5
+MAX_WINDOWS = 8  # the probe and seven more: every start/stop cycle of Kineto from the agent's thread is a risk
 MAX_GROWTH = 8.0  # the hold's fixed part does not grow: scaling by budget / hold over-estimates it
 
 
@@ -59,6 +61,8 @@ def next_window(done: list[WindowStats], wanted_s: float, elapsed_s: float = 0.0
     if not done:
         return Next(min(PROBE_S, left), 0.0, f"a {PROBE_S * 1e3:.0f} ms probe window measures the op rate")
     last = done[-1]
+    if len(done) >= MAX_WINDOWS:
+        return None  # a target crashed once (heap corruption in Kineto) after many cycles on a loaded host
     if last.hold_s > STALL_BUDGET_S and last.window_s <= MIN_WINDOW_S * 1.01:
         return None
     gap = max(MIN_GAP_S, sum(w.total_hold_s for w in done) / STALL_SHARE - elapsed_s)

@@ -137,6 +137,11 @@ def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Sa
                            "measured in one capture only" if (base is None) != (new is None) else "not measured")
     ci = None
     if spec.noise is Noise.LATENCY and spec.percentile is not None:
+        need = int(10 / (1 - spec.percentile / 100))  # ten requests past the percentile in each capture
+        if min(len(sa.latency_ms), len(sb.latency_ms)) < need:
+            return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, False, None, None,
+                               f"fewer than {need} requests in a capture: {spec.label} is within its own "
+                               "sampling noise")
         ci = noise.bootstrap_diff_ci(sa.latency_ms, sb.latency_ms, spec.percentile)
     floor = noise.MIN_REL_SERVICE if spec.noise in (Noise.LATENCY, Noise.RATE) else noise.MIN_REL
     sig = noise.judge(new - base, base, _spreads(spec, sa), _spreads(spec, sb), ci, floor)

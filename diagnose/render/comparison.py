@@ -3,20 +3,15 @@ gate's results when ``--fail-on`` was given. Pure."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from diagnose.compare.diff import Comparison, MetricDelta
 from diagnose.compare.gate import GateResult
-from diagnose.render.markdown.gfm import cell, code, text
+from diagnose.render.markdown.gfm import code, text
+from diagnose.render.markdown.gfm import table as _table
 from diagnose.render.units import fmt_value, utc_datetime
 
 MARK = {"worse": "worse", "better": "better", "neutral": "changed", "within noise": "within noise",
         "unknown": "-"}
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows] + [""])
 
 
 def _delta(m: MetricDelta) -> str:

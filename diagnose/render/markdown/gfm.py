@@ -57,9 +57,15 @@ def fenced(lines: list[str], info: str = "") -> list[str]:
     return [fence + info, *body, fence]
 
 
+def table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A GFM table (header as written, every cell through ``cell``) and the blank line after it."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return out + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows] + [""]
+
+
 def join(parts: list[str], sep: str = ", ") -> Safe:
     """Safe pieces joined (each escaped unless already Safe)."""
     return Safe(sep.join(cell(p) for p in parts))
 
 
-__all__ = ["Safe", "cell", "code", "fenced", "join", "text"]
+__all__ = ["Safe", "cell", "code", "fenced", "join", "table", "text"]

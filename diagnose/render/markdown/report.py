@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
-from diagnose.render.markdown.gfm import cell, code, fenced, text
+from diagnose.render.markdown.gfm import code, fenced, text
+from diagnose.render.markdown.gfm import table as _table
 from diagnose.render.units import fmt_value, utc_datetime
 
 MAX_FRAMES = 8
@@ -23,12 +24,6 @@ MAX_CHARS = 12_000  # the default report fits a ticket field (Jira: 32,767) seve
 TOP_STACKS = 3
 TITLE_CMD_CHARS = 80
 SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return out + [""]
 
 
 def reproduce_command(manifest: dict[str, Any]) -> str:

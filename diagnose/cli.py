@@ -523,8 +523,12 @@ def _write_doc(output: Path, body: str) -> None:
 @click.option("--record", "record_file", type=click.Path(dir_okay=False, path_type=Path), metavar="PERF.md",
               help="Append this comparison to the service's performance file (created with BASE as baseline).")
 @click.option("--change", metavar="TEXT", help="With --record: what changed between BASE and NEW.")
+@click.option("--noise-floor", "noise_floor", type=click.FloatRange(0.0, 1000.0), metavar="PCT",
+              help="Least change in latency or QPS that counts, % of the base value (default 30% for P50 and "
+              "QPS, 40% for P90 and up: the run-to-run noise of a shared 2-core VM). Measure your host's: "
+              "capture the same service twice and compare.")
 def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path | None, record_file: Path | None,
-            change: str | None) -> None:
+            change: str | None, noise_floor: float | None) -> None:
     """Compare two captures: verdicts, quadrant shares, key metrics with deltas marked significant
     only beyond the run-to-run noise the bundles show, findings that appeared or disappeared."""
     from diagnose.compare.diff import compare as make_comparison
@@ -538,7 +542,7 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
     except (GateError, PerfFileError) as exc:
         raise fail(str(exc)) from None
     rb, rn = open_report(base, {}), open_report(new, {})
-    comp = make_comparison(rb, rn)
+    comp = make_comparison(rb, rn, noise_floor / 100 if noise_floor is not None else None)
     gate = evaluate(conditions, comp)
     body = (comparison_json if fmt == "json" else comparison_markdown)(comp, gate)
     if output is None:

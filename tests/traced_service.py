@@ -58,33 +58,49 @@ def _client(port: int, stop: threading.Event) -> None:
 
 def capture(out: Path, work: int, seconds: float = 2.5) -> Path:
     """Serve under load for ``seconds`` and write the spans as a bundle at ``out``."""
+    return capture_together({out: work}, seconds)[0]
+
+
+def capture_together(services: dict[Path, int], seconds: float = 2.5) -> list[Path]:
+    """Serve one service per bundle path (``work`` rounds each) at the same time, each under its own
+    clients, and write each one's spans as a bundle: captures that share the host's conditions (an
+    A/A test without the drift between runs that sequential captures of a shared VM show)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "compare-test"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider.get_tracer("t"), work))
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
+    running = []
     stop = threading.Event()
-    clients = [threading.Thread(target=_client, args=(server.server_address[1], stop)) for _ in range(CLIENTS)]
-    for c in clients:
-        c.start()
+    for out, work in services.items():
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "compare-test"}))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(provider.get_tracer("t"), work))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        clients = [threading.Thread(target=_client, args=(server.server_address[1], stop)) for _ in range(CLIENTS)]
+        running.append((out, work, exporter, server, clients))
+    for *_, clients in running:
+        for c in clients:
+            c.start()
     time.sleep(0.3)  # warm-up, not captured
     started = time.time_ns()
     time.sleep(seconds)
     ended = time.time_ns()
     stop.set()
-    for c in clients:
-        c.join()
-    server.shutdown()
-    server.server_close()
+    for out, work, exporter, server, clients in running:
+        for c in clients:
+            c.join()
+        server.shutdown()
+        server.server_close()
+        _write_bundle(out, work, exporter.get_finished_spans(), started, ended)
+    return list(services)
+
+
+def _write_bundle(out: Path, work: int, spans, started: int, ended: int) -> None:
     out.mkdir()
     w = BundleWriter(out)
-    for s in exporter.get_finished_spans():
+    for s in spans:
         if started <= s.end_time <= ended:
             w.stream(SPANS.name).write(span_record(s))
     w.write_manifest({"schema_version": 1, "started_ns": started, "ended_ns": ended, "end_reason": "duration reached",
@@ -92,4 +108,3 @@ def capture(out: Path, work: int, seconds: float = 2.5) -> Path:
                                  "cmdline": ["python", "service.py", f"--work={work}"]},
                       "collectors": [{"name": "otlp", "state": "ok"}]})
     w.close()
-    return out

@@ -42,6 +42,7 @@ class MetricDelta:
     band: float | None
     ci: tuple[float, float] | None
     method: str
+    too_few: bool = False  # too few requests past the percentile to judge: neither a change nor noise
 
     @property
     def delta(self) -> float | None:
@@ -54,8 +55,10 @@ class MetricDelta:
 
     @property
     def direction(self) -> str:
-        """worse / better / neutral / within noise / unknown."""
+        """worse / better / neutral / within noise / too few / unknown."""
         d = self.delta
+        if self.too_few:
+            return "too few"
         if d is None:
             return "unknown"
         if self.significant is False:
@@ -131,7 +134,8 @@ def _spreads(spec: MetricSpec, s: Samples) -> noise.Spread | None:
     return None
 
 
-def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Samples, sb: Samples) -> MetricDelta:
+def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Samples, sb: Samples,
+                 service_floor: float | None = None) -> MetricDelta:
     if base is None or new is None:
         return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, None, None, None,
                            "measured in one capture only" if (base is None) != (new is None) else "not measured")
@@ -139,11 +143,11 @@ def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Sa
     if spec.noise is Noise.LATENCY and spec.percentile is not None:
         need = int(10 / (1 - spec.percentile / 100))  # ten requests past the percentile in each capture
         if min(len(sa.latency_ms), len(sb.latency_ms)) < need:
-            return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, False, None, None,
-                               f"fewer than {need} requests in a capture: {spec.label} is within its own "
-                               "sampling noise")
+            return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, None, None, None,
+                               f"fewer than {need} requests in a capture: too few past {spec.label} to judge "
+                               "its noise", too_few=True)
         ci = noise.bootstrap_diff_ci(sa.latency_ms, sb.latency_ms, spec.percentile)
-    floor = noise.MIN_REL_SERVICE if spec.noise in (Noise.LATENCY, Noise.RATE) else noise.MIN_REL
+    floor = noise.floor_for(spec.noise.value, spec.percentile, service_floor)
     sig = noise.judge(new - base, base, _spreads(spec, sa), _spreads(spec, sb), ci, floor)
     return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, sig.significant, sig.band, sig.ci,
                        sig.method)
@@ -158,13 +162,14 @@ def _findings(base: Report, new: Report) -> tuple[FindingChange, ...]:
     return tuple(out)
 
 
-def compare(base: Report, new: Report) -> Comparison:
-    """The comparison of ``new`` against ``base``."""
+def compare(base: Report, new: Report, service_floor: float | None = None) -> Comparison:
+    """The comparison of ``new`` against ``base``; ``service_floor`` (a fraction, e.g. 0.1) replaces the
+    default least relative difference that counts for latency and QPS (noise.floor_for)."""
     sa, sb = samples_of(base), samples_of(new)
     va, vb = base.analysis.verdict.scores, new.analysis.verdict.scores
     quads = list(dict.fromkeys([*va, *vb]))
     shares = tuple((q.value, va.get(q, 0.0), vb.get(q, 0.0)) for q in quads)
-    metrics = tuple(metric_delta(m, _value(base, m), _value(new, m), sa, sb) for m in METRICS
+    metrics = tuple(metric_delta(m, _value(base, m), _value(new, m), sa, sb, service_floor) for m in METRICS
                     if _value(base, m) is not None or _value(new, m) is not None)
     return Comparison(_side(base), _side(new), shares, metrics, _findings(base, new))
 

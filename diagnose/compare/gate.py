@@ -42,7 +42,7 @@ class GateResult:
     condition: Condition
     failed: bool
     reason: str
-    unjudged: bool = False  # the metric was not measured in both captures
+    unjudged: bool = False  # the metric was not measured in both captures, or too few requests to judge
 
 
 def parse_fail_on(text: str) -> tuple[Condition, ...]:
@@ -88,6 +88,8 @@ def _judge(c: Condition, comp: Comparison) -> GateResult:
     if m.significant is False:
         return GateResult(c, False, f"{said}: beyond the limit but within the captures' noise "
                                     f"(band ±{m.band:.3g} {m.unit})")
+    if m.too_few:
+        return GateResult(c, False, f"{said}: {m.method}; capture longer", unjudged=True)
     if m.significant is None:
         return GateResult(c, True, f"{said}: beyond the limit (noise not estimated: {m.method})")
     return GateResult(c, True, f"{said}: beyond the limit and beyond the noise (band ±{m.band:.3g} {m.unit})")

@@ -11,7 +11,7 @@ from diagnose.render.markdown.gfm import table as _table
 from diagnose.render.units import fmt_value, utc_datetime
 
 MARK = {"worse": "worse", "better": "better", "neutral": "changed", "within noise": "within noise",
-        "unknown": "-"}
+        "too few": "too few requests", "unknown": "-"}
 
 
 def _delta(m: MetricDelta) -> str:

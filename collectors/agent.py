@@ -11,6 +11,7 @@ Streams (written by the agent inside the target): SPANS, GC, TORCH and TORCH_TRA
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ class AgentCollector(Collector):
         self._report: dict[str, Any] | None = None
         self._bundle_dir: Path | None = None
         self._out_dir: Path | None = None
+        self._staging: Path | None = None  # created by diagnose for a target of another uid
+        self._refused: str | None = None
         self._uid = -1
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
@@ -76,15 +79,26 @@ class AgentCollector(Collector):
                 raise CollectorError(str(exc)) from None
         self._bundle_dir = bundle.path
         self._uid = target.uid
+        out_dir = str(bundle.path)
+        if target.uid != os.geteuid():  # the agent cannot write our 0700 bundle: a directory we make, handed over
+            from diagnose.collectors.agent_staging import StagingRefused, create_staging
+
+            try:
+                self._staging, out_dir = create_staging(self._handle.path, target.uid)
+            except StagingRefused as exc:
+                raise CollectorError(str(exc)) from None
         try:
             reply = self._handle.call(
-                "capture", out_dir=str(bundle.path), duration_s=options.duration_s + GRACE_S,
+                "capture", out_dir=out_dir, duration_s=options.duration_s + GRACE_S,
                 torch_window_s=options.torch_window_s)
         except (OSError, protocol.ProtocolError) as exc:
             raise CollectorError(f"the agent of pid {target.pid} did not take the capture: {exc}") from None
         if not reply.get("ok"):
             raise CollectorError(f"the agent refused the capture: {reply['error']['message']}")
-        self._out_dir = Path(str(reply.get("out_dir") or bundle.path))  # checked before any use
+        said = str(reply.get("out_dir") or out_dir)
+        if said != out_dir:  # the reply names no path root acts on
+            self._refused = f"the agent wrote to {said[:120]!r}, not the directory diagnose gave it: ignored"
+        self._out_dir = Path(out_dir)
 
     def counts(self) -> dict[str, Any]:
         return _flat_counts(self._report) if self._report else {}
@@ -126,21 +140,22 @@ class AgentCollector(Collector):
                                status.counts, STREAMS)
 
     def _collect_staged(self) -> str | None:
-        """Take the files the agent staged in its own directory (target runs as another user) into
-        the bundle, safely (collectors/agent_staging.py). Returns why it refused, or None."""
-        from diagnose.collectors.agent_staging import StagingRefused, collect, remove_partial_traces, staging_dir
+        """Take the files the agent wrote into the staging directory diagnose made for it (target
+        runs as another user) into the bundle, safely (collectors/agent_staging.py). Returns what
+        was refused or left behind, or None."""
+        from diagnose.collectors.agent_staging import StagingRefused, collect, remove_partial_traces
 
-        if self._bundle_dir is not None and (self._out_dir is None or self._out_dir == self._bundle_dir):
-            remove_partial_traces(self._bundle_dir)  # the agent wrote into our bundle: no torn export stays
-            return None
-        if self._out_dir is None or self._bundle_dir is None:
-            return None
+        if self._staging is None or self._bundle_dir is None:
+            if self._bundle_dir is not None:
+                remove_partial_traces(self._bundle_dir)  # the agent wrote into our bundle: no torn export stays
+            return self._refused
+        skipped: list[str] = []
         try:
-            staging = staging_dir(self._handle.path, str(self._out_dir), self._uid)
-            collect(staging, self._bundle_dir, self._uid)
+            collect(self._staging, self._bundle_dir, self._uid, skipped)
         except (StagingRefused, OSError) as exc:
-            return str(exc)
-        return None
+            return "; ".join(filter(None, (self._refused, str(exc))))
+        left = f"left in the staging directory: {'; '.join(skipped[:5])}" if skipped else None
+        return "; ".join(filter(None, (self._refused, left))) or None
 
 
 def _flat_counts(report: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,16 @@
-"""Collect the files an agent staged in its own directory (a target running as another user than
-diagnose), as root, from a process that must not be trusted.
+"""The staging directory of a target running as another user than diagnose: created by diagnose
+(``create_staging``) beside the agent's socket and handed to the agent, then collected as root from
+a process that must not be trusted.
 
-The agent's reply only names the staging directory; diagnose never follows it. The directory is
-looked up beside the agent's socket (the path diagnose itself found and connected to, in the
-target's mount namespace), must be named ``capture-<pid>-<n>``, be a real directory (no symlink)
-owned by the target's uid, and only the agent's own stream files are taken from it: regular files,
-opened without following symlinks, bounded in size, copied into new bundle files (never over one).
-What was copied is then unlinked relative to the directory's descriptor, so a swapped path can
-never point root's unlink anywhere else.
+diagnose creates ``capture-<its pid>-<n>`` in the agent's socket directory (the path diagnose itself
+found and connected to, reached through the target's mount namespace), through a descriptor on that
+directory, checks that what it opened is the directory it made, and gives it to the target's uid;
+the agent's reply never names a path root acts on. Only the agent's own stream files are taken from
+it: regular files of the target's uid with one link (a hard link to a file root can read is not
+the agent's), opened without following symlinks, each under a size bound declared before it is
+read and never past a free-space reserve of the bundle's filesystem, copied into new bundle files
+(never over one). What was copied is then unlinked relative to the directory's descriptor, so a
+swapped path can never point root's unlink anywhere else.
 """
 from __future__ import annotations
 
@@ -20,14 +23,14 @@ from pathlib import Path
 from diagnose.bundle.files import _open_private
 from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
 
-STAGING_NAME = re.compile(r"capture-\d{1,10}-\d{1,10}")
 FILES = (SPANS.name, GC.name, TORCH.name)
 TRACE_DIR = TORCH_TRACES.name.rstrip("/")
 # the trace files the agent writes, named as TORCH_TRACES.pattern declares them
 _HEAD, _TAIL = os.path.basename(TORCH_TRACES.pattern or "").split("{seq:04d}")
 # raw (the agent writes the trace as Kineto exports it) or gzipped
 TRACE_NAME = re.compile(re.escape(_HEAD) + r"\d{4,6}" + re.escape(_TAIL.removesuffix(".gz")) + r"(?:\.gz)?")
-MAX_FILE_BYTES = 8 << 30  # a torch trace of a long window is GBs; /dev/zero-like files stop here
+MAX_FILE_BYTES = 2 << 30  # bounded torch windows (windowplan.py) export far less; larger is not the agent's
+KEEP_FREE_BYTES = 1 << 30  # never fill the bundle's filesystem past this reserve
 CHUNK = 1 << 20
 
 
@@ -60,29 +63,49 @@ class StagingRefused(Exception):
     """The staging directory the agent named is not one diagnose may read; the message says why."""
 
 
-def staging_dir(socket_path: str, reported: str, uid: int) -> Path:
-    """The staging directory beside the agent's socket whose name the agent reported. Raises
-    StagingRefused for any other name, a symlink, a non-directory or another owner."""
-    name = os.path.basename(str(reported).rstrip("/"))
-    if not STAGING_NAME.fullmatch(name):
-        raise StagingRefused(f"the agent named {str(reported)[:120]!r} as its staging directory, "
-                             "not a capture-<pid>-<n> directory beside its socket: ignored")
-    path = Path(socket_path).parent / name
+def create_staging(socket_route: str, uid: int) -> tuple[Path, str]:
+    """Create a staging directory for the agent of uid ``uid`` beside its socket; ``socket_route`` is
+    how diagnose reached the socket (``/proc/<pid>/root<path>`` or ``<path>``). Returns the host path
+    (for collect) and the path as the target sees it (for the agent). Raises StagingRefused."""
+    parent = os.path.dirname(socket_route)
     try:
-        st = os.lstat(path)
+        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
-        raise StagingRefused(f"staging directory {path}: {exc.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-        raise StagingRefused(f"staging directory {path} is not a directory owned by uid {uid}: ignored")
-    return path
-
-
-def collect(staging: Path, bundle: Path, uid: int) -> list[str]:
-    """Copy the agent's stream files from ``staging`` into ``bundle``; returns what was copied
-    (relative names). Files that are not the agent's are left alone and not listed."""
-    fd = _open_dir(staging, uid)
+        raise StagingRefused(f"agent directory {parent}: {exc.strerror}") from None
     try:
-        copied = _take(fd, bundle, FILES, "") + _take_traces(fd, bundle, uid)
+        pst = os.fstat(pfd)
+        if pst.st_uid not in (uid, 0):
+            raise StagingRefused(f"agent directory {parent} belongs to uid {pst.st_uid}, not to the target's {uid}")
+        for n in range(1, 1000):
+            name = f"capture-{os.getpid()}-{n}"
+            try:
+                os.mkdir(name, 0o700, dir_fd=pfd)
+            except FileExistsError:
+                continue
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=pfd)
+            try:
+                if os.fstat(fd).st_uid != os.geteuid():
+                    raise StagingRefused(f"{parent}/{name} was swapped before diagnose could hand it over")
+                os.fchown(fd, uid, pst.st_gid)
+                os.fchmod(fd, 0o700)
+            finally:
+                os.close(fd)
+            inside = socket_route.split("/root", 1)[1] if re.match(r"/proc/\d+/root/", socket_route) else socket_route
+            return Path(parent) / name, f"{os.path.dirname(inside)}/{name}"
+        raise StagingRefused(f"no free staging name in {parent}")
+    except OSError as exc:
+        raise StagingRefused(f"cannot create a staging directory in {parent}: {exc.strerror}") from None
+    finally:
+        os.close(pfd)
+
+
+def collect(staging: Path, bundle: Path, uid: int, skipped: list[str] | None = None) -> list[str]:
+    """Copy the agent's stream files from ``staging`` into ``bundle``; returns what was copied
+    (relative names). Files that are not the agent's are left alone, each with why in ``skipped``."""
+    fd = _open_dir(staging, uid)
+    skipped = [] if skipped is None else skipped
+    try:
+        copied = _take(fd, bundle, FILES, "", uid, skipped) + _take_traces(fd, bundle, uid, skipped)
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):  # empty now, unless the target put more there
@@ -90,7 +113,7 @@ def collect(staging: Path, bundle: Path, uid: int) -> list[str]:
     return copied
 
 
-def _take_traces(fd: int, bundle: Path, uid: int) -> list[str]:
+def _take_traces(fd: int, bundle: Path, uid: int, skipped: list[str]) -> list[str]:
     try:
         sub = os.open(TRACE_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
     except OSError:
@@ -101,7 +124,7 @@ def _take_traces(fd: int, bundle: Path, uid: int) -> list[str]:
         names = sorted(n for n in os.listdir(sub) if TRACE_NAME.fullmatch(n))
         if names:
             (bundle / TRACE_DIR).mkdir(mode=0o700, exist_ok=True)
-        copied = _take(sub, bundle / TRACE_DIR, names, TRACE_DIR + "/")
+        copied = _take(sub, bundle / TRACE_DIR, names, TRACE_DIR + "/", uid, skipped)
     finally:
         os.close(sub)
     with contextlib.suppress(OSError):  # only if the agent left nothing else
@@ -117,18 +140,29 @@ def _open_dir(path: Path, uid: int) -> int:
     return fd
 
 
-def _take(dir_fd: int, dest: Path, names: tuple[str, ...] | list[str], prefix: str) -> list[str]:
+def _take(dir_fd: int, dest: Path, names: tuple[str, ...] | list[str], prefix: str, uid: int,
+          skipped: list[str]) -> list[str]:
     out: list[str] = []
     for name in names:
         try:
             src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-        except OSError:
-            continue  # absent, or a symlink (ELOOP): not the agent's file
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # a symlink (ELOOP): not the agent's file
+            skipped.append(f"{prefix}{name}: {exc.strerror}")
+            continue
         try:
-            if not stat.S_ISREG(os.fstat(src).st_mode):
+            st = os.fstat(src)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_nlink != 1:
+                # a device, a FIFO, another owner's file or a hard link to one: not the agent's
+                skipped.append(f"{prefix}{name}: not a regular file of uid {uid} with one link")
+                continue
+            if st.st_size > min(MAX_FILE_BYTES, _free_bytes(dest) - KEEP_FREE_BYTES):
+                skipped.append(f"{prefix}{name}: {st.st_size >> 20} MiB is more than the agent writes or "
+                               "the disk can spare: left in place")
                 continue
             with _open_private(dest / name, "wb", exclusive=True) as out_fh:
-                left = MAX_FILE_BYTES
+                left = st.st_size  # what it held when checked: a file still growing stops there
                 while left > 0 and (chunk := os.read(src, min(CHUNK, left))):
                     out_fh.write(chunk)
                     left -= len(chunk)
@@ -140,3 +174,8 @@ def _take(dir_fd: int, dest: Path, names: tuple[str, ...] | list[str], prefix: s
             os.unlink(name, dir_fd=dir_fd)
         out.append(prefix + name)
     return out
+
+
+def _free_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize

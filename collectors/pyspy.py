@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS
 from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, Collector, Probe
+from diagnose.collectors.source_lines import Credentials, read_source
 
 ENV_BINARY = "DIAGNOSE_PY_SPY"
 _COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
@@ -41,7 +41,6 @@ _PROBE_TIMEOUT_S = 15.0
 PROBE_ATTEMPTS = 3
 MAX_FAILED_WINDOWS = 3  # consecutive windows without output before py-spy is given up
 WINDOW_GRACE_S = 5.0  # py-spy counts samples, not seconds: cut a window that overruns by this
-MAX_SOURCE_BYTES = 8 << 20
 
 
 def find_pyspy(explicit: str | None = None) -> str | None:
@@ -109,6 +108,7 @@ class PySpyCollector(Collector):
         self._binary: str | None = None
         self._seen_lines: set[tuple[str, int]] = set()
         self._file_cache: dict[str, list[str] | None] = {}
+        self._creds: Credentials | None = None
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
         self._binary = find_pyspy(options.pyspy_path)
@@ -136,7 +136,7 @@ class PySpyCollector(Collector):
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self._target, self._options, self._bundle = target, options, bundle
-        (bundle.path / PYSPY_WINDOWS.directory).mkdir(mode=0o700, exist_ok=True)
+        bundle.file_path(PYSPY_WINDOWS.directory).mkdir(mode=0o700, exist_ok=True)
         self._index = bundle.stream(PYSPY.name)
         self._sources = bundle.stream(PYSPY_SOURCES.name)
         self._deadline = time.monotonic() + options.duration_s
@@ -198,7 +198,7 @@ class PySpyCollector(Collector):
         """Record one window; return the failure reason if it produced no output."""
         self._windows += 1
         rel = PYSPY_WINDOWS.file(self._windows)
-        out = self._bundle.path / rel
+        out = self._bundle.file_path(rel)
         spawn_ns = time.time_ns()
         try:
             with self._child_lock:
@@ -271,12 +271,9 @@ class PySpyCollector(Collector):
 
     def _source_line(self, filename: str, line: int) -> str | None:
         if filename not in self._file_cache:
-            self._file_cache[filename] = None
-            for candidate in (f"/proc/{self._target.pid}/root{filename}", filename):
-                text = _read_source(candidate)
-                if text is not None:
-                    self._file_cache[filename] = text.splitlines()
-                    break
+            if self._creds is None:
+                self._creds = Credentials.of(self._target.pid)
+            self._file_cache[filename] = read_source(self._target.pid, filename, self._creds)
         lines = self._file_cache[filename]
         if lines is None or line > len(lines):
             return None
@@ -311,20 +308,6 @@ class PySpyCollector(Collector):
             )
         note = "blocking mode (--native): the target paused at each sample" if self._options.native else None
         return CollectorStatus(self.name, CollectorState.OK, note, counts, streams)
-
-
-def _read_source(path: str) -> str | None:
-    """Text of a regular source file of bounded size; None for anything else. Frame filenames come
-    from the target and may name a FIFO or a device (exec(compile(src, "/dev/zero", ...)))."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
-            return None
-        return fh.read(MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
 
 
 def _ended_by(output: str) -> str:

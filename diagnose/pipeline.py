@@ -49,15 +49,28 @@ def documents(report: Report) -> dict[str, str | bytes]:
     return {name: render(report, fmt) for name, fmt in DOCUMENTS}
 
 
-def write_documents(report: Report) -> tuple[Path, ...]:
-    """Write findings.json and report.md into the bundle (0600, atomically). Raises
+def write_documents(report: Report, identity: tuple[int, int] | None = None) -> tuple[Path, ...]:
+    """Write findings.json and report.md into the bundle (0600, atomically, through a descriptor on
+    its directory: files.open_dir). ``identity`` (st_dev, st_ino of the directory the capture wrote):
+    the path must still name it, else nothing is written (another user swapped it). Raises
     DocumentsNotWritten (the Report is on it) when the bundle cannot be written."""
+    import errno
+
+    from diagnose.bundle.files import open_dir
+
     written = []
     try:
-        for name, body in documents(report).items():
-            path = report.bundle.path / name
-            write_private_bytes(path, _encoded(body))
-            written.append(path)
+        fd = open_dir(report.bundle.path)
+        try:
+            st = os.fstat(fd)
+            if identity is not None and (st.st_dev, st.st_ino) != identity:
+                raise OSError(errno.EXDEV, f"{report.bundle.path} is no longer the directory this capture wrote "
+                                           f"(replaced by uid {st.st_uid} during the capture); nothing written there")
+            for name, body in documents(report).items():
+                write_private_bytes(name, _encoded(body), fd)
+                written.append(report.bundle.path / name)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise DocumentsNotWritten(report, exc) from exc
     return tuple(written)
@@ -124,7 +137,7 @@ def attach(request: AttachRequest, view: CaptureView) -> Attached:
         if not finished:
             finished.append(analyse(result.bundle_path, request.overrides))
             try:
-                write_documents(finished[0])
+                write_documents(finished[0], result.bundle_identity)
             except DocumentsNotWritten as exc:
                 not_written.append(exc)
                 raise

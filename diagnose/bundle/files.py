@@ -1,65 +1,134 @@
 """Private file writes: every file of a bundle is created 0600 whatever the umask, never through a
-symlink, and whole files are replaced atomically (fresh temp file + rename)."""
+symlink, and whole files are replaced atomically (fresh temp file + rename); directories are opened
+by a walk that never follows a symlink another user owns (``open_dir``), and a bundle keeps its
+directory's descriptor so a directory swapped for a symlink mid-capture cannot redirect a write."""
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
 from typing import IO, Any
 
+_OWN_FD = re.compile(r"/proc/(\d+)/fd/(\d+)(/.*)?")
+MAX_SYMLINKS = 40  # as the kernel's own limit on a path walk (ELOOP)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
-def _open_private(path: Path, mode: str, exclusive: bool = False) -> IO[Any]:
-    """Open ``path`` for writing with 0600 permissions whatever the umask.
+
+def open_dir(path: Path | str) -> int:
+    """A descriptor on the directory ``path``, reached component by component from ``/`` (or the
+    working directory) without following a symlink owned by anyone but root or this user, the
+    kernel's own rule for sticky directories (fs.protected_symlinks) applied to every component:
+    another user cannot point root's writes elsewhere by swapping a directory of theirs for a link.
+    Raises OSError: ELOOP (a symlink of another uid, or too many), ENOTDIR, ENOENT..."""
+    p = os.fspath(path)
+    own = _OWN_FD.fullmatch(p)
+    if own and int(own[1]) == os.getpid():  # a path of fd_path: the directory we hold, whatever its path now
+        fd, p = os.dup(int(own[2])), own[3] or ""
+    else:
+        fd = os.open("/" if p.startswith("/") else ".", _DIR_FLAGS)
+    try:
+        return _walk(fd, [c for c in p.split("/") if c and c != "."], [0], p)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _walk(fd: int, parts: list[str], links: list[int], whole: str) -> int:
+    euid = os.geteuid()
+    while parts:
+        name = parts.pop(0)
+        st = os.lstat(name, dir_fd=fd)
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (0, euid):
+                raise OSError(errno.ELOOP, f"{name!r} is a symlink of uid {st.st_uid}, not followed", whole)
+            links[0] += 1
+            if links[0] > MAX_SYMLINKS:
+                raise OSError(errno.ELOOP, "too many symlinks", whole)
+            target = os.readlink(name, dir_fd=fd)
+            if target.startswith("/"):
+                os.close(fd)
+                fd = os.open("/", _DIR_FLAGS)
+            parts[:0] = [c for c in target.split("/") if c and c != "."]
+            continue
+        nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    return fd
+
+
+def fd_path(dir_fd: int, name: str = "") -> Path:
+    """A path that reaches ``name`` inside the directory open on ``dir_fd`` whatever its path has
+    become since (``/proc/<pid>/fd/<fd>``: Linux), for producers that only take a path (py-spy's
+    ``--output``, the in-target agent); valid while the descriptor is open."""
+    base = Path(f"/proc/{os.getpid()}/fd/{dir_fd}")
+    return base / name if name else base
+
+
+def _open_private(path: Path | str, mode: str, exclusive: bool = False, dir_fd: int | None = None) -> IO[Any]:
+    """Open ``path`` (relative to ``dir_fd`` when given) for writing with 0600 permissions whatever
+    the umask.
 
     Never follows a symlink (a bundle may sit in a directory another user can write to, and root
     may analyse it). Text is UTF-8; undecodable bytes from the target (argv, paths) are escaped.
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if "a" in mode else os.O_TRUNC)
-    fd = os.open(path, flags | (os.O_EXCL if exclusive else 0), 0o600)
+    fd = os.open(path, flags | (os.O_EXCL if exclusive else 0), 0o600, dir_fd=dir_fd)
     os.fchmod(fd, 0o600)
     if "b" in mode:
         return os.fdopen(fd, mode)
     return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")
 
 
-def write_private_text(path: Path, text: str) -> None:
+def write_private_text(path: Path | str, text: str, dir_fd: int | None = None) -> None:
     """Write ``text`` (UTF-8) atomically with mode 0600. Raises OSError."""
-    write_private_bytes(path, text.encode("utf-8", errors="backslashreplace"))
+    write_private_bytes(path, text.encode("utf-8", errors="backslashreplace"), dir_fd)
 
 
-def write_private_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` atomically (a fresh temp file of our own + rename) with mode 0600.
+def write_private_bytes(path: Path | str, data: bytes, dir_fd: int | None = None) -> None:
+    """Write ``data`` atomically (a fresh temp file of our own + rename) with mode 0600; with
+    ``dir_fd``, ``path`` is a name inside that directory, else its directory is opened by
+    ``open_dir`` (no symlink of another user followed on the way).
 
     What stands at ``path`` is replaced only when it is a regular file or a symlink (replaced,
     never followed); a device, FIFO or directory is refused (``/dev/null`` stays a device). Raises
-    OSError (EINVAL for such a target).
+    OSError (EINVAL for such a target, ELOOP for a directory reached through another user's link).
     """
+    if dir_fd is None:
+        where = Path(path)
+        parent = open_dir(where.parent)
+        try:
+            return write_private_bytes(where.name, data, parent)
+        finally:
+            os.close(parent)
+    name = os.fspath(path)
     try:
-        mode = os.lstat(path).st_mode
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
     except FileNotFoundError:
         mode = None
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-        raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", str(path))
+        raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", name)
     for _ in range(100):  # O_EXCL: a name nobody else holds, so nothing of theirs is ever removed
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
         try:
-            fh = _open_private(tmp, "wb", exclusive=True)
+            fh = _open_private(tmp, "wb", exclusive=True, dir_fd=dir_fd)
             break
         except FileExistsError:
             continue
     else:
-        raise OSError(errno.EEXIST, "no free temporary name", str(path))
+        raise OSError(errno.EEXIST, "no free temporary name", name)
     try:
         with fh:
             fh.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
+    return None
 
 
 def read_regular_file(path: Path, limit: int, follow_symlinks: bool = False) -> bytes:
@@ -79,4 +148,4 @@ def read_regular_file(path: Path, limit: int, follow_symlinks: bool = False) -> 
     return data
 
 
-__all__ = ["read_regular_file", "write_private_bytes", "write_private_text"]
+__all__ = ["fd_path", "open_dir", "read_regular_file", "write_private_bytes", "write_private_text"]

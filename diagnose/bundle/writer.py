@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from diagnose.bundle.files import _open_private, write_private_text
+from diagnose.bundle.files import _open_private, fd_path, open_dir, write_private_text
 from diagnose.bundle.manifest import MANIFEST, Manifest
 
 IMPORT_LABEL = "import"  # bundle_dir_name label of a bundle built from files (``diagnose analyze FILES``)
@@ -27,18 +27,31 @@ def create_bundle_dir(out_dir: Path, label: int | str, when: datetime) -> Path:
 
     Raises OSError when ``out_dir`` cannot be created or written.
     """
+    path, fd = _create_dir(out_dir, label, when)
+    os.close(fd)
+    return path
+
+
+def _create_dir(out_dir: Path, label: int | str, when: datetime) -> tuple[Path, int]:
+    """create_bundle_dir, keeping a descriptor on the new directory (created through a descriptor
+    on ``out_dir`` reached by files.open_dir: no symlink of another user followed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = bundle_dir_name(label, when)
-    suffix = 1
-    while True:
-        path = out_dir / (base if suffix == 1 else f"{base}-{suffix}")
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            suffix += 1
-            continue
-        os.chmod(path, 0o700)
-        return path
+    parent = open_dir(out_dir)
+    try:
+        base = bundle_dir_name(label, when)
+        suffix = 1
+        while True:
+            name = base if suffix == 1 else f"{base}-{suffix}"
+            try:
+                os.mkdir(name, 0o700, dir_fd=parent)
+            except FileExistsError:
+                suffix += 1
+                continue
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            os.fchmod(fd, 0o700)
+            return out_dir / name, fd
+    finally:
+        os.close(parent)
 
 
 class JsonlStream:
@@ -47,9 +60,9 @@ class JsonlStream:
     Thread-safe: collectors may write from their own threads.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, dir_fd: int | None = None):
         self.path = path
-        self._fh = _open_private(path, "a")
+        self._fh = _open_private(path.name if dir_fd is not None else path, "a", dir_fd=dir_fd)
         self._lock = threading.Lock()
         self.records = 0
 
@@ -66,10 +79,19 @@ class JsonlStream:
 
 
 class BundleWriter:
-    """Creates a bundle directory and writes its manifest and streams while a capture runs."""
+    """Creates a bundle directory and writes its manifest and streams while a capture runs.
 
-    def __init__(self, path: Path):
+    Every write goes through a descriptor on the directory opened when it was created (or opened,
+    for an existing one), so a bundle directory swapped for a symlink by another user mid-capture
+    redirects nothing; ``identity`` (st_dev, st_ino) lets the end of the capture check that its
+    path still names that directory. ``path`` is for display and for reading back.
+    """
+
+    def __init__(self, path: Path, dir_fd: int | None = None):
         self.path = path
+        self.fd = dir_fd if dir_fd is not None else open_dir(path)
+        st = os.fstat(self.fd)
+        self.identity = (st.st_dev, st.st_ino)
         self._streams: dict[str, JsonlStream] = {}
 
     @classmethod
@@ -78,27 +100,35 @@ class BundleWriter:
 
         Raises OSError when ``out_dir`` cannot be created or written.
         """
-        return cls(create_bundle_dir(out_dir, label, when))
+        return cls(*_create_dir(out_dir, label, when))
 
     def stream(self, name: str) -> JsonlStream:
         """The JSON Lines stream ``name`` (a StreamSpec's ``name``), opened on first use."""
         if name not in self._streams:
-            self._streams[name] = JsonlStream(self.path / name)
+            self._streams[name] = JsonlStream(self.path / name, self.fd)
         return self._streams[name]
 
     def file_path(self, name: str) -> Path:
-        """A path inside the bundle for a producer that writes its own format."""
-        return self.path / name
+        """A path inside the bundle for a producer that writes its own format (a child process, an
+        agent): through the directory's descriptor (files.fd_path), valid until ``close``."""
+        return fd_path(self.fd, name)
 
     def write_json(self, name: str, data: Any) -> None:
-        write_private_text(self.path / name, json.dumps(data, indent=2, default=str) + "\n")
+        write_private_text(name, json.dumps(data, indent=2, default=str) + "\n", self.fd)
 
     def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
         self.write_json(MANIFEST, manifest.to_json() if isinstance(manifest, Manifest) else dict(manifest))
 
-    def close(self) -> None:
+    def close_streams(self) -> None:
+        """Flush and close the streams (their files are complete); the manifest can still be written."""
         for s in self._streams.values():
             s.close()
+
+    def close(self) -> None:
+        self.close_streams()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 __all__ = ["IMPORT_LABEL", "BundleWriter", "JsonlStream", "bundle_dir_name", "create_bundle_dir"]

@@ -40,6 +40,7 @@ class CaptureResult:
     end_reason: str
     statuses: list[CollectorStatus]
     partial: bool
+    bundle_identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the directory the capture wrote
 
     @property
     def captured_anything(self) -> bool:
@@ -82,8 +83,9 @@ class Capture:
             s.state == CollectorState.PARTIAL for s in final
         )
         self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial, meter.finish())
+        identity = writer.identity
         writer.close()
-        return CaptureResult(writer.path, end_reason, final, partial)
+        return CaptureResult(writer.path, end_reason, final, partial, identity)
 
     def _probe_and_start(self, collectors: tuple[Collector, ...], writer: BundleWriter) -> dict[str, CollectorStatus]:
         def probe_start(c: Collector) -> CollectorStatus:

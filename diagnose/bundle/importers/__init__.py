@@ -56,12 +56,13 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
             except MALFORMED as exc:  # hand-made or corrupt content: one line, no half-built bundle
                 raise ImportFailed(f"{path}: malformed content ({type(exc).__name__}: {str(exc)[:120]})"
                                    "; export it again from its producer") from None
-        writer.close()
+        writer.close_streams()
         manifest = _manifest(paths, ctx)
         problem = manifest.problem()
         if problem:
             raise ImportFailed(f"{', '.join(map(str, paths))}: timestamps out of range ({problem})")
         writer.write_manifest(manifest)
+        writer.close()
     except BaseException:
         writer.close()
         shutil.rmtree(writer.path, ignore_errors=True)

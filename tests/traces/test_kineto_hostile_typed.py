@@ -3,9 +3,11 @@ signals and py-spy stack rebuilding; each one once crashed a signal source, hung
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.stacks import segments_from_chrometrace
+from diagnose.traces import reader
 from diagnose.traces.columns import ColumnBuilder
 from diagnose.traces.reader import read_trace
 from diagnose.traces.report import analyze_trace
@@ -15,8 +17,15 @@ KERNEL = {"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_128x1
           "tid": 7, "dur": 2.0, "args": {"stream": 7, "device": 0, "correlation": -1}}
 
 
-def _big(events_mid: list[dict], n: int = 60_000) -> list[dict]:
-    """``events_mid`` between two runs of plain kernels: > 4 MiB, so the streaming (typed) path reads it."""
+@pytest.fixture(autouse=True)
+def _small_whole_doc_bound(monkeypatch):
+    # documents above WHOLE_DOC_BYTES take the streaming (typed) path: a 64 KiB bound lets small files take it
+    monkeypatch.setattr(reader, "WHOLE_DOC_BYTES", 64 << 10)
+
+
+def _big(events_mid: list[dict], n: int = 2_000) -> list[dict]:
+    """``events_mid`` between two runs of plain kernels: > WHOLE_DOC_BYTES, so the streaming (typed)
+    path reads it."""
     pad = [dict(KERNEL, ts=3.0 * i) for i in range(n)]
     return pad + events_mid + [dict(KERNEL, ts=3.0 * (n + i)) for i in range(n)]
 
@@ -27,11 +36,11 @@ def test_a_value_nested_a_thousand_deep_falls_back_instead_of_losing_the_trace(t
 
     deep = json.dumps(dict(KERNEL, ts=1.0, args={"x": "DEEP"})).replace('"DEEP"', "[" * 1000 + "0" + "]" * 1000)
     pad = [json.dumps(e) for e in _big([])]
-    body = ",\n".join(pad[:60_000] + [deep] + pad[60_000:])
+    body = ",\n".join(pad[:2_000] + [deep] + pad[2_000:])
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(('{"traceEvents": [' + body + "]}").encode()))
     trace = read_trace(path)
-    assert trace.report.events == 120_001 and len(trace.gpu) >= 120_000
+    assert trace.report.events == 4_001 and len(trace.gpu) >= 4_000
 
 
 def test_list_valued_ids_and_times_are_invalid_values_not_a_square_matrix(tmp_path):

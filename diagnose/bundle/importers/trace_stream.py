@@ -104,7 +104,7 @@ def copy_and_skim(artifact: Artifact, dst: Path) -> tuple[TraceSkim, EventStream
     skim = TraceSkim()
     try:
         dst.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as raw, artifact.path.open("rb") as src, \
                 (nullcontext(raw) if artifact.gzipped
                  else gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=COMPRESS_LEVEL)) as out:

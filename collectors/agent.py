@@ -66,7 +66,9 @@ class AgentCollector(Collector):
                 self._inject = True
                 return Probe(True)
             return Probe(False, f"{cause}; {reason}")
-        return Probe(False, missing_reason(target.pid, cause))
+        from diagnose.agent.host.absent import why_no_agent
+
+        return Probe(False, why_no_agent(target.pid) or missing_reason(target.pid, cause))
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         from diagnose.agent.inproc import protocol

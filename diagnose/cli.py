@@ -23,6 +23,8 @@ Exit codes:
      metric not measured in both captures)
   3  capture failed entirely (no collector recorded anything)
   4  internal error: a bug in diagnose (the traceback says where; please report it)
+  128+N  signal N: a third one while a capture finishes aborts it (after a line naming
+     the bundle and `diagnose analyze BUNDLE`); repeated signals only finish it (exit 0)
 """
 
 
@@ -151,23 +153,40 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None, overhead_budget: float = 10.0,
                 command: list[str] | None = None, thresholds: Path | None = None) -> int:
-    """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code."""
+    """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code.
+
+    The signal policy (diagnose.capture.stop) holds from here until the ``report:`` line: repeated
+    signals finish the capture once; a third deliberate one aborts with 128 + its number, after
+    a line naming the bundle."""
+    from diagnose.capture.stop import CaptureAborted, StopSignals
+
+    with StopSignals() as signals:
+        from diagnose.collectors import CaptureOptions
+        from diagnose.pipeline import AttachRequest
+
+        overrides = load_thresholds(thresholds)  # a bad file fails before the target is touched
+        options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native,
+                                 subprocesses=subprocesses, skip=tuple(skip),
+                                 torch_window_s=min(torch_window, duration),  # never past --duration
+                                 agent_inject=inject, otlp_listen=otlp_listen,
+                                 gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget)
+        request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
+        try:
+            return _attach_and_report(request, no_tui, signals)
+        except CaptureAborted as exc:  # its line (the bundle) is already printed
+            raise click.exceptions.Exit(exc.exit_code) from None
+
+
+def _attach_and_report(request, no_tui: bool, signals) -> int:
     from diagnose.capture.target import TargetError
-    from diagnose.collectors import CaptureOptions
-    from diagnose.pipeline import AttachRequest, DocumentsNotWritten
+    from diagnose.pipeline import DocumentsNotWritten
     from diagnose.pipeline import attach as attach_target
     from diagnose.tui.runner import capture_view
 
-    overrides = load_thresholds(thresholds)  # a bad file fails before the target is touched
-    options = CaptureOptions(duration_s=duration, rate_hz=rate, native=native,
-                             subprocesses=subprocesses, skip=tuple(skip),
-                             torch_window_s=min(torch_window, duration),  # never past --duration
-                             agent_inject=inject, otlp_listen=otlp_listen,
-                             gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget)
-    request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
+    out = request.out_dir
     try:
         check_out_dir(out)
-        done = attach_target(request, capture_view(no_tui, out, overrides))
+        done = attach_target(request, capture_view(no_tui, out, request.overrides), signals)
     except TargetError as exc:
         raise fail(str(exc)) from None
     except DocumentsNotWritten as exc:
@@ -196,7 +215,11 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
 @capture_options
 def attach(pid: int, **kw) -> None:
     """Capture PID for --duration seconds without restarting it, then write the report."""
-    sys.exit(run_capture(pid, **kw))
+    from diagnose.capture.stop import ignore_stop_signals
+
+    code = run_capture(pid, **kw)
+    ignore_stop_signals()  # its report line is out: only leaving is left
+    sys.exit(code)
 
 
 @main.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True,
@@ -219,7 +242,9 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
         torch_window: float, otlp_listen: str | None, nvtx: bool, print_env: bool) -> None:
     """Run COMMAND with the diagnose agent preloaded; it idles until `diagnose attach <pid>`.
 
-    Example: diagnose run -- python serve.py --port 8000. Exit code: the command's.
+    Example: diagnose run -- python serve.py --port 8000. Exit code: the command's; with
+    --capture, the capture's (2, 3) when the command's is 0, and 3 when the command exited
+    before the capture could start.
     """
     from diagnose.agent.host.run import RunError, exec_command, run_with_capture
     from diagnose.agent.host.run import print_env as env_lines
@@ -646,6 +671,9 @@ def entry() -> None:
     """The console script: ``main``, with an unexpected exception as exit code 4, never 1."""
     import traceback
 
+    from diagnose.capture.stop import restore_signal_handlers
+
+    restore_signal_handlers()  # until a capture installs its own: 128 + N, never click's "Aborted!" (1)
     try:
         main(standalone_mode=True)
     except SystemExit:

@@ -4,7 +4,8 @@ on its own, so the ``--thresholds`` a user passes reach every view and every wri
 
 Errors: BundleError (not a bundle), ThresholdError (bad override), TargetError (no such pid,
 already attached), OSError (cannot create the bundle), DocumentsNotWritten (captured and analysed,
-but findings.json/report.md could not be written: the Report rides on the exception).
+but findings.json/report.md could not be written: the Report rides on the exception),
+CaptureAborted (a third signal while finishing; the bundle's path is already printed).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from diagnose.render import render
 
 if TYPE_CHECKING:
     from diagnose.capture.session import Capture, CaptureResult
+    from diagnose.capture.stop import StopSignals
     from diagnose.collectors import CaptureOptions
 
 # The bundle's generated files and the renderer that writes each.
@@ -120,16 +122,28 @@ class Attached:
     report: Report
 
 
-def attach(request: AttachRequest, view: CaptureView) -> Attached:
+def attach(request: AttachRequest, view: CaptureView, signals: StopSignals | None = None) -> Attached:
     """Capture ``request.pid`` through ``view``, analyse the bundle once with the request's
     overrides and write its documents. Raises TargetError, OSError (bundle not created),
-    DocumentsNotWritten; Ctrl-C/SIGTERM/SIGHUP end the capture early, never the analysis."""
+    DocumentsNotWritten, CaptureAborted (a third signal: diagnose.capture.stop).
+
+    ``signals``: the caller's signal policy, installed as early as it could and kept until it printed
+    the report's line (the CLI); without one, attach installs its own for its duration.
+    Ctrl-C/SIGTERM/SIGHUP end the capture early, never the analysis (unless a third aborts)."""
+    from diagnose.capture.stop import StopSignals
+
+    if signals is None:
+        with StopSignals() as own:
+            return _attach(request, view, own)
+    return _attach(request, view, signals)
+
+
+def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> Attached:
+    from diagnose.capture.attach_lock import AttachLock
     from diagnose.capture.session import Capture
-    from diagnose.capture.stop import StopFlag, install_stop_handlers, restore_signal_handlers
-    from diagnose.capture.target import AttachLock, resolve_target
+    from diagnose.capture.target import resolve_target
 
     target = resolve_target(request.pid)
-    stop = StopFlag()
     finished: list[Report] = []
     not_written: list[DocumentsNotWritten] = []
 
@@ -145,19 +159,15 @@ def attach(request: AttachRequest, view: CaptureView) -> Attached:
             raise not_written[0]
         return finished[0]
 
-    if threading.current_thread() is threading.main_thread():
-        install_stop_handlers(stop)
     os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
-    try:
-        with AttachLock(request.pid):
-            capture = Capture(target, request.options, request.out_dir, list(request.command))
-            result, _ = view.run(capture, stop, finish)
-        # Still under the stop handlers: a second Ctrl-C only sets the flag again, so the report
-        # is always written. The view's Report, or made now; raises if it cannot be written.
-        return Attached(result, finish(result))
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            restore_signal_handlers()
+    with AttachLock(request.pid, target.uid):
+        capture = Capture(target, request.options, request.out_dir, list(request.command))
+        signals.bundle = lambda: capture.bundle_path
+        result, _ = view.run(capture, signals.stop, finish)
+    # Still under the stop handlers: a signal now warns, a second one aborts (naming the bundle).
+    # The view's Report, or made now; raises if it cannot be written.
+    signals.finishing = True
+    return Attached(result, finish(result))
 
 
 __all__ = ["AttachRequest", "Attached", "CaptureView", "DOCUMENTS", "DocumentsNotWritten", "Report",

@@ -69,3 +69,49 @@ def gfm_text(md: str) -> str:
     import re
 
     return html.unescape(re.sub(r"<[^>]+>", "", gfm_html(md)))
+
+
+NOBODY = 65534
+
+
+class AsUid:
+    """``with AsUid(uid, action) as pid:`` runs ``action()`` in a forked child that dropped to ``uid``
+    (another local user: a squatter) and keeps that child, and whatever it holds, alive until the
+    block ends. Needs root."""
+
+    def __init__(self, uid: int, action):
+        self.uid, self.action = uid, action
+        self.pid = 0
+
+    def __enter__(self) -> int:
+        ready_r, ready_w = os.pipe()
+        self._hold_r, self._hold_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # child: never returns into pytest
+            code = 1
+            try:
+                os.close(ready_r)
+                os.close(self._hold_w)
+                os.setgroups([])
+                os.setgid(self.uid)
+                os.setuid(self.uid)
+                kept = self.action()  # noqa: F841 - held (a socket) until the parent lets go
+                os.write(ready_w, b"ok")
+                os.read(self._hold_r, 1)
+                code = 0
+            except BaseException as exc:
+                os.write(ready_w, repr(exc).encode()[:500])
+            finally:
+                os._exit(code)
+        os.close(ready_w)
+        os.close(self._hold_r)
+        said = os.read(ready_r, 600)  # one write: "ok" or the child's error
+        os.close(ready_r)
+        if said != b"ok":
+            self.__exit__()
+            raise AssertionError(f"uid {self.uid} child failed: {said!r}")
+        return self.pid
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._hold_w)
+        os.waitpid(self.pid, 0)

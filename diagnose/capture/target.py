@@ -1,11 +1,8 @@
-"""The process being diagnosed: identification, liveness and the one-capture-per-pid lock."""
+"""The process being diagnosed: identification and liveness (its attach lock: attach_lock.py)."""
 from __future__ import annotations
 
 import os
 import platform
-import socket
-import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,69 +107,3 @@ def _safe(fn: Callable[[], T], default: T) -> T:
         return fn()
     except psutil.Error:
         return default
-
-
-def runtime_dir() -> Path:
-    """Per-user runtime directory (0700): $XDG_RUNTIME_DIR/diagnose or <tmp>/diagnose-<uid>.
-
-    Safe in a world-writable /tmp: a symlink or another user's directory is refused, never
-    followed or chmod-ed. $XDG_RUNTIME_DIR is used only when it belongs to this uid (``sudo -E``
-    keeps the invoking user's). Raises TargetError.
-    """
-    uid = os.getuid()
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and _owned_by(Path(base), uid):
-        path = Path(base) / "diagnose"
-    else:
-        path = Path(tempfile.gettempdir()) / f"diagnose-{uid}"
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise TargetError(f"cannot create {path}: {exc.strerror}; set XDG_RUNTIME_DIR to a private directory") from None
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise TargetError(f"{path} is not a directory (a symlink?); remove it or set XDG_RUNTIME_DIR")
-    if st.st_uid != uid:
-        raise TargetError(f"{path} belongs to uid {st.st_uid}, not to you; remove it or set XDG_RUNTIME_DIR")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return path
-
-
-def _owned_by(path: Path, uid: int) -> bool:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
-
-
-class AttachLock:
-    """One capture per target at a time, for every user: a bound abstract Unix socket named after
-    the pid. The kernel releases it when the holder exits or dies, and it leaves no file behind
-    (no lock directory to pre-create or redirect, whatever $TMPDIR or $XDG_RUNTIME_DIR say).
-    """
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self._sock: socket.socket | None = None
-
-    def __enter__(self) -> AttachLock:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(f"\0diagnose-attach-{self.pid}")
-        except OSError:
-            sock.close()
-            raise TargetError(
-                f"another diagnose capture is already attached to pid {self.pid}; "
-                "wait for it to finish or stop it"
-            ) from None
-        self._sock = sock
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None

@@ -141,7 +141,7 @@ def test_planted_symlink_is_never_written_through(tmp_path):
 
 
 def test_runtime_dir_symlink_is_refused(tmp_path, monkeypatch):
-    from diagnose.capture.target import TargetError, runtime_dir
+    from diagnose.capture.rundir import RuntimeDirError, runtime_dir
 
     target = tmp_path / "elsewhere"
     target.mkdir(mode=0o755)
@@ -150,11 +150,14 @@ def test_runtime_dir_symlink_is_refused(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)
+    from diagnose.capture import rundir
+
+    monkeypatch.setattr(rundir, "ROOT_PARENT", tmp_path / "no-run")  # root too: the <tmp> scheme
     (tmp_path / f"diagnose-{os.getuid()}").symlink_to(target)
     try:
         runtime_dir()
         raise AssertionError("a symlinked runtime dir was accepted")
-    except TargetError as exc:
+    except RuntimeDirError as exc:
         assert "not a directory" in str(exc)
     assert (target.stat().st_mode & 0o777) == 0o755
 

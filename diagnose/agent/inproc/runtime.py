@@ -49,7 +49,7 @@ def _dist_version(name: str) -> str | None:
 
 class Agent:
     def __init__(self, options: AgentOptions):
-        from diagnose.capture.target import TargetError, runtime_dir
+        from diagnose.capture.rundir import RuntimeDirError, runtime_dir
 
         self.options = options
         self.nvtx_reason: str | None = None
@@ -60,7 +60,7 @@ class Agent:
         spans.HOOKS.bridge = self.bridge
         try:
             directory = runtime_dir()
-        except (OSError, TargetError) as exc:
+        except (OSError, RuntimeDirError) as exc:
             raise AgentError(f"no usable runtime directory: {exc}") from None
         self.server = AgentServer(directory, self.dispatch)
         self._lock = threading.Lock()

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,10 @@ def test_attach_names_the_squatted_directory_of_a_target_started_with_the_agent(
     with AsUid(NOBODY, squat_dir(sticky_tmp / "diagnose-0")):
         target = subprocess.Popen(["sleep", "30"], env=env)
         try:
+            deadline = time.monotonic() + 10  # until exec: before it, /proc shows pytest's own environment
+            while b"DIAGNOSE_AGENT" not in Path(f"/proc/{target.pid}/environ").read_bytes():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
             why = why_no_agent(target.pid)
         finally:
             target.kill()

@@ -30,7 +30,7 @@ from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, wi
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
-from diagnose.signals.spans.analytics import SpanSet, parse_spans, request_summary
+from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
@@ -212,6 +212,16 @@ def _apart(reports: list[TraceReport], reason: str,
     return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
 
 
+def _excluded_note(ss: SpanSet) -> str | None:
+    """One sentence on the server-lifetime root spans left out of the request statistics."""
+    ex = excluded(ss)
+    if ex is None:
+        return None
+    names = ", ".join(ex["names"])
+    return (f"{ex['count']} root span(s) ({names}; the longest {ex['longest_s']:.0f} s) left out of the request "
+            f"statistics (QPS, latency, window) as server-lifetime spans: {ex['rule']}")
+
+
 def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
     """gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals; ``params.timeline`` sets the gap,
     kernel-wait and short-kernel thresholds."""
@@ -245,9 +255,11 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
         "tail": {k: v for k, v in tail.items() if k != "windows"},
         "join": {"gaps": gap_j, "slow": slow_j},
     }
-    quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors,
+    damage = [f"{Path(r.path).name}: {note}" for r in all_reports for note in r.read.damage.notes()]
+    quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors, "torch_trace_damage": damage,
                "traces_apart": apart["warning"] if apart else None,
-               "spans": len(ss.spans), "spans_invalid": ss.invalid, "pyspy_stack_segments": len(stacks)}
+               "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
+               "pyspy_stack_segments": len(stacks)}
     return SourceResult(signals, quality, details)
 
 

@@ -97,16 +97,22 @@ def test_the_report_says_which_spans_it_left_out(tmp_path):
             "(QPS, latency, window) as server-lifetime spans") in report.read_text()
 
 
-def _mask(durations_ms: list[float], starts_ms: list[float] | None = None) -> list[bool]:
-    starts = np.array(starts_ms if starts_ms is not None else [100.0 * i for i in range(len(durations_ms))])
-    s = (starts * MS).astype(np.int64)
-    return lifetime_mask(s, s + (np.array(durations_ms) * MS).astype(np.int64)).tolist()
+def _mask(spans_ms: list[tuple[float, float]]) -> list[bool]:
+    """lifetime_mask of (start, duration) pairs in ms."""
+    start = np.array([s for s, _ in spans_ms]) * MS
+    end = start + np.array([d for _, d in spans_ms]) * MS
+    return lifetime_mask(start.astype(np.int64), end.astype(np.int64)).tolist()
 
 
 def test_slow_requests_are_never_lifetime_spans():
-    base = [5.0] * 100
-    assert not any(_mask(base + [2000.0] * 5))  # 400x the median, but inside the others' 10 s
-    assert not any(_mask([5.0] * (MIN_OTHERS - 1) + [DAY_NS / MS]))  # too few others to judge by
-    assert not any(_mask([5.0] * 50 + [DAY_NS / MS] * 50))  # half the roots: that is the workload
-    assert _mask(base + [DAY_NS / MS]) == [False] * 100 + [True]
-    assert _mask([0.0] * 100 + [20_000.0]) == [False] * 100 + [True]  # zero-length roots: the spread decides
+    base = [(100.0 * i, 5.0) for i in range(100)]  # 5 ms requests over 10 s
+    day = DAY_NS / MS
+    assert _mask(base + [(0.0, day)]) == [False] * 100 + [True]
+    assert _mask(base + [(9_905.0 - day, day)]) == [False] * 100 + [True]  # ended with the last request
+    assert not any(_mask(base + [(5_000.0, 4_000.0)] * 3))  # 800x the median, amid the traffic only
+    assert not any(_mask(base + [(10_000.0, day)]))  # after the traffic: a request of its own
+    back_to_back = [(0.02 * i, 0.01) for i in range(30)]  # 30 requests in 0.6 ms, one stalled 10 ms
+    assert not any(_mask(back_to_back[:15] + [(0.3, 10.0)] + [(10.3 + 0.02 * i, 0.01) for i in range(15)]))
+    assert not any(_mask([(0.0, 5.0)] * (MIN_OTHERS - 1) + [(0.0, day)]))  # too few others to judge by
+    assert not any(_mask(base[:50] + [(0.0, day)] * 50))  # half the roots: that is the workload
+    assert _mask([(10.0 * i, 0.0) for i in range(100)] + [(0.0, 2_000.0)]) == [False] * 100 + [True]

@@ -4,10 +4,11 @@ the request statistics meaningless (one 24 h span among 100 requests over 10 s: 
 24 h, QPS 0.0, the latency tail 24 h). Pure: numpy arrays in, a mask out.
 
 The rule (``RULE``): a span is a lifetime span when it is more than LIFETIME_FACTOR times longer
-than the median span *and* longer than the time from the first start to the last end of all the
-other spans (it covers them all, so it is no part of their traffic), with at least MIN_OTHERS
-other spans to measure that against. A slow request among a few (or in a slow phase that other
-requests share) is never one: the others' spread grows with it.
+than the median span *and* overlaps every other span (it opens before the first of them ends and
+closes after the last of them starts: it was open through all their traffic), with at least
+MIN_OTHERS other spans to measure that against. A slow request is not one: it overlaps only the
+requests around it, whether they run one after another or many at once, unless it lasts through
+the whole of the others' traffic (and is then said, not hidden, like every lifetime span).
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import numpy as np
 
 LIFETIME_FACTOR = 100
 MIN_OTHERS = 10
-RULE = (f"longer than {LIFETIME_FACTOR}x the median root span and than the first start to last end of all "
-        f"other root spans, with at least {MIN_OTHERS} others")
+RULE = (f"longer than {LIFETIME_FACTOR}x the median root span and open through all the other root spans "
+        f"(at least {MIN_OTHERS} of them)")
 
 
 def lifetime_mask(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
@@ -30,8 +31,8 @@ def lifetime_mask(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
     others = ~long
     if not long.any() or others.sum() < MIN_OTHERS:
         return out
-    spread = int(end_ns[others].max()) - int(start_ns[others].min())
-    out[long & (dur > spread)] = True
+    through = (start_ns <= end_ns[others].min()) & (end_ns >= start_ns[others].max())
+    out[long & through] = True
     return out
 
 

@@ -8,6 +8,7 @@ bundle's time window leaves out server-lifetime root spans (signals/spans/lifeti
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -47,23 +48,30 @@ class SpanFileImporter:
         from diagnose.collectors.otlp_decode import OtlpDecodeError, file_records
 
         counts = SpanCounts()
-        stream = ctx.writer.stream(SPANS.name)
-        times = _Times()
         try:
-            for rec in file_records(artifact.text(), "import", counts):
-                stream.write(rec)
-                times.add(rec["start_ns"], rec["end_ns"], rec["parent_span_id"] is None)
+            write_spans(file_records(artifact.text(), "import", counts), counts, artifact, ctx)
         except OtlpDecodeError as exc:
             raise ImportFailed(f"{artifact.path}: {exc}; pass an OTLP/JSON export or console-exporter "
                                "output") from None
-        lifetime = times.saw(ctx)
-        ctx.produced("otlp", artifact.path, **{k: v for k, v in counts.to_json().items()
-                                               if not isinstance(v, dict)})
-        for why, n in counts.rejected.items():
-            ctx.note("otlp", f"{artifact.path.name}: {n} span(s) rejected ({why})")
-        if lifetime:
-            ctx.note("otlp", f"{artifact.path.name}: {lifetime} root span(s) left out of the bundle's time "
-                             f"window as server-lifetime spans ({RULE})")
+
+
+def write_spans(records: Iterable[dict[str, Any]], counts: SpanCounts, artifact: Artifact,
+                ctx: ImportContext) -> None:
+    """Write SPANS ``records`` (counted in ``counts`` by their producer) into the bundle, with the
+    file's counts, notes and time window. Raises what ``records`` raises."""
+    stream = ctx.writer.stream(SPANS.name)
+    times = _Times()
+    for rec in records:
+        stream.write(rec)
+        times.add(rec["start_ns"], rec["end_ns"], rec["parent_span_id"] is None)
+    lifetime = times.saw(ctx)
+    ctx.produced("otlp", artifact.path, **{k: v for k, v in counts.to_json().items()
+                                           if not isinstance(v, dict)})
+    for why, n in counts.rejected.items():
+        ctx.note("otlp", f"{artifact.path.name}: {n} span(s) rejected ({why})")
+    if lifetime:
+        ctx.note("otlp", f"{artifact.path.name}: {lifetime} root span(s) left out of the bundle's time "
+                         f"window as server-lifetime spans ({RULE})")
 
 
 class _Times:

@@ -15,17 +15,22 @@ the Unix time is ``baseTimeNanoseconds + ts·1000``, without it ``ts`` is alread
 """
 from __future__ import annotations
 
+import errno
 import io
+import os
 import re
+import stat
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import numpy as np
 import orjson
 
+from diagnose.bundle.files import file_kind
 from diagnose.traces.columns import ColumnBuilder, as_int
 from diagnose.traces.devices import DeviceProps, device_props
 from diagnose.traces.scan import KEY_WINDOW, ScanState, max_depth, scan
@@ -403,21 +408,34 @@ def _whole_document(head: list[bytes], builder: ColumnBuilder) -> dict[str, Any]
     return doc
 
 
-def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace:
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading: no symlink at its last component, never blocking (a FIFO),
+    a regular file by fstat of the opened descriptor. Raises TraceReadError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "a symlink (not followed)" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise TraceReadError(f"cannot open {path}: {why}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise TraceReadError(f"cannot open {path}: {file_kind(mode)}, not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_trace(path: Path | str, base_time_ns: int | None = None, fh: BinaryIO | None = None) -> KinetoTrace:
     """Read a Kineto/Chrome trace (``.json`` or gzipped, detected by content).
 
     ``base_time_ns``: the clock base from the bundle's TORCH index record when the trace has none.
+    ``fh``: the file already open (e.g. by descriptor below a bundle; it is read from its start
+    and not closed), else ``path`` is opened (regular files only, no symlink as its last part).
     Raises TraceReadError when the file cannot be opened or holds no JSON document at all; a
     truncated or partly malformed file is read as far as it goes (see ``report``).
     """
     path = Path(path)
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise TraceReadError(f"cannot open {path}: {exc.strerror or exc}") from None
     builder, st = ColumnBuilder(), ScanState()
     tally = Tally()
-    with fh:
+    with nullcontext(fh) if fh is not None else _open_regular(path) as fh:
         gz = fh.read(2) == _GZIP_MAGIC
         fh.seek(0)
         chunks = inflate_chunks(fh, gz)

@@ -241,10 +241,13 @@ def _size(lines: list[str]) -> int:
 
 def _quality_notes(dq: dict[str, Any]) -> list[str]:
     """What the analysis left out or repaired, one sentence each: malformed trace events dropped or
-    repaired, server-lifetime root spans kept out of the request statistics."""
+    repaired, server-lifetime root spans kept out of the request statistics, bundle members not
+    read (a FIFO, device or symlink)."""
     damage = dq.get("torch_trace_damage") or []
     excluded = dq.get("requests_excluded")
-    return [str(n) for n in damage[:MAX_QUALITY_NOTES]] + ([str(excluded)] if excluded else [])
+    unread = dq.get("unreadable_members") or {}
+    skipped = [f"bundle member {name} not read: {why}" for name, why in list(unread.items())[:MAX_QUALITY_NOTES]]
+    return [str(n) for n in damage[:MAX_QUALITY_NOTES]] + ([str(excluded)] if excluded else []) + skipped
 
 
 def _plain(v: Any) -> str:

@@ -172,13 +172,16 @@ def json_documents(text: str) -> Iterator[Any]:
 
 
 def file_records(text: str, source: str, counts: SpanCounts) -> Iterator[dict[str, Any]]:
-    """Records from an OTLP/JSON export or console-exporter output. Raises OtlpDecodeError."""
+    """Records from an OTLP/JSON export or console-exporter output; a span that does not decode
+    is counted in ``counts`` and the others kept (otlp_tolerant.py). Raises OtlpDecodeError."""
     found = False
     for doc in json_documents(text):
         for item in doc if isinstance(doc, list) else [doc]:
             if is_otlp_doc(item):
+                from diagnose.collectors.otlp_tolerant import decode_json_spans
+
                 found = True
-                yield from request_records(decode_json_doc(item), source, counts)
+                yield from request_records(decode_json_spans(item, counts), source, counts)
             elif is_console_span(item):
                 found = True
                 try:

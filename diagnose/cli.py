@@ -299,8 +299,9 @@ def format_help(prefix: str) -> str:
 def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None) -> None:
     """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md.
 
-    Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON or
-    console-exporter span dumps, py-spy raw/speedscope/chrometrace output) and analyse it.
+    Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON,
+    OTLP protobuf (.binpb) or console-exporter span dumps, py-spy raw/speedscope/chrometrace output)
+    and analyse it.
     """
     from diagnose.pipeline import DocumentsNotWritten, write_documents
     from diagnose.render import render

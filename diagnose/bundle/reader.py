@@ -6,33 +6,40 @@ skipped and counted in ``torn_lines``. Standard library only.
 """
 from __future__ import annotations
 
+import errno
 import json
-import stat
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from diagnose.bundle.errors import BundleError
-from diagnose.bundle.files import read_regular_file
+from diagnose.bundle.files import open_inside, read_inside, read_regular_file
 from diagnose.bundle.manifest import MANIFEST, CollectorStatus, Manifest, manifest_problem
 from diagnose.bundle.streams import StreamKind, StreamSpec
 
 T = TypeVar("T")
 MANIFEST_MAX_BYTES = 16 << 20  # a real one is a few KiB; /dev/zero behind a symlink stops here
+JSON_MAX_BYTES = 16 << 20  # a bundle's JSON files (overrides) are small; read_json refuses more
+STREAM_MAX_BYTES = 4 << 30  # a JSON Lines stream is read up to this (a sparse 1 TB file is not read through)
+LINE_MAX_BYTES = 64 << 20  # a longer line is skipped as torn (no record is near this)
 
 
 @dataclass
 class Bundle:
     """A bundle opened for reading. ``manifest`` is the decoded ``manifest.json`` (checked by
     ``manifest_problem``; ``typed_manifest`` is the same as a Manifest). ``torn_lines`` counts the
-    unparsable lines skipped, per stream. Streams are read once per Bundle: to see records a running
-    capture appended since, open a new one (the live view's analysis child does, each time)."""
+    unparsable lines skipped, per stream; ``unreadable`` why a member was not read (a FIFO, a device,
+    a symlink, a name leaving the bundle: members are opened by descriptor, below the bundle, never
+    through a symlink; see files.open_inside). Streams are read once per Bundle: to see records a
+    running capture appended since, open a new one (the live view's analysis child does, each time)."""
 
     path: Path
     manifest: dict[str, Any]
     torn_lines: dict[str, int] = field(default_factory=dict)
     invalid_records: dict[str, int] = field(default_factory=dict)  # dropped by a stream's reader
+    unreadable: dict[str, str] = field(default_factory=dict)  # member name -> why it was not read
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -65,14 +72,47 @@ class Bundle:
 
     def member(self, name: str) -> Path | None:
         """The regular file ``name`` inside the bundle, or None: never a path that leaves the
-        bundle (``../``, absolute, symlinks out) nor a device or FIFO named by a hand-edited index."""
+        bundle (``../``, absolute, a symlink anywhere below it) nor a device or FIFO named by a
+        hand-edited index (the reason is kept in ``unreadable``). For readers that take a path;
+        ``open_member`` gives the descriptor itself."""
+        fd = self._open(name)
+        if fd is None:
+            return None
+        os.close(fd)
+        return self.path / name
+
+    def open_member(self, name: str) -> int | None:
+        """A read-only descriptor of the regular file ``name`` inside the bundle (see
+        files.open_inside), or None when there is none (absent, or refused: ``unreadable`` says
+        why). The caller closes it."""
+        return self._open(name)
+
+    def listing(self, directory: str) -> list[str]:
+        """Member names (``directory/name``) of the regular files in a directory of the bundle,
+        sorted; the directory is opened like a member (no symlink followed), and entries that
+        are not regular files are left out and kept in ``unreadable``."""
+        try:
+            fd = open_inside(self.path, directory, directory=True)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            self.unreadable[directory] = _why(exc, directory)
+            return []
+        try:
+            names = sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+        return [f"{directory}/{n}" for n in names if self.member(f"{directory}/{n}") is not None]
+
+    def _open(self, name: Any) -> int | None:
         if not isinstance(name, str):
             return None
-        p = self.path / name
         try:
-            inside = p.resolve().is_relative_to(self.path.resolve())
-            return p if inside and stat.S_ISREG(p.stat().st_mode) else None
-        except (OSError, ValueError):
+            return open_inside(self.path, name)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            self.unreadable[name] = _why(exc, name)
             return None
 
     def derived(self, key: Any, compute: Callable[[], T]) -> T:
@@ -113,36 +153,58 @@ class Bundle:
         return self.derived(("jsonl", name), lambda: self._decode(name))
 
     def _decode(self, name: str) -> tuple[dict[str, Any], ...]:
-        p = self.member(name)
-        if p is None:
+        fd = self._open(name)
+        if fd is None:
             return ()
-        out, torn = [], 0
-        with open(p, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except (ValueError, RecursionError):
-                    rec = None
-                if isinstance(rec, dict):
-                    out.append(rec)
-                else:
+        out, torn, size = [], 0, 0
+        with os.fdopen(fd, "rb") as fh:
+            while size <= STREAM_MAX_BYTES and (line := fh.readline(LINE_MAX_BYTES + 1)):
+                size += len(line)
+                if len(line) > LINE_MAX_BYTES and not line.endswith(b"\n"):
+                    fh.readline()  # the rest of an overlong line (one line is bounded by the file's size)
                     torn += 1
+                    continue
+                rec = _record(line)
+                if rec is None:
+                    torn += line.strip() != b""
+                else:
+                    out.append(rec)
+            if size > STREAM_MAX_BYTES:
+                self.unreadable[name] = f"read only its first {STREAM_MAX_BYTES >> 30} GiB"
         if torn:
             self.torn_lines[name] = torn
         return tuple(out)
 
     def read_json(self, name: str) -> Any:
-        """Read a JSON file of the bundle; raises BundleError if missing or malformed."""
-        p = self.member(name)
-        if p is None:
-            raise BundleError(f"{self.path / name} is not a regular file inside the bundle")
+        """Read a JSON file of the bundle (at most JSON_MAX_BYTES); raises BundleError if missing,
+        not a regular file inside the bundle, or malformed."""
         try:
-            return json.loads(p.read_text(encoding="utf-8", errors="replace"))
+            data = read_inside(self.path, name, JSON_MAX_BYTES)
+            return json.loads(data.decode("utf-8", errors="replace"))
+        except FileNotFoundError:
+            raise BundleError(f"{self.path / name} is missing") from None
         except (OSError, ValueError, RecursionError) as exc:
-            raise BundleError(f"cannot read {p}: {str(exc)[:200]}") from None
+            raise BundleError(f"cannot read {self.path / name}: {_why(exc, name)}") from None
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """One JSON Lines record, or None for a blank, torn or non-object line."""
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _why(exc: BaseException, name: str) -> str:
+    """One line on why member ``name`` was not read (naming the part of its path at fault)."""
+    if not isinstance(exc, OSError):
+        return str(exc)[:200]
+    why = "a symlink (never followed inside a bundle)" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+    part = str(exc.filename) if isinstance(exc.filename, str) else name
+    return why if part == name else f"{part}: {why}"
 
 
 __all__ = ["Bundle"]

@@ -97,10 +97,16 @@ def process_records(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], 
     return tuple(out)
 
 
+MAX_WINDOW_BYTES = 1 << 30  # one py-spy window file read whole (a 5 s window is a few MiB)
+
+
 def read_json_list(path: Path) -> list[dict[str, Any]] | None:
-    """A file holding one JSON array (py-spy's chrometrace): its objects, or None if unreadable."""
+    """A file holding one JSON array (py-spy's chrometrace): its objects, or None if unreadable
+    (also a symlink, a FIFO or device, or a file over MAX_WINDOW_BYTES)."""
+    from diagnose.bundle.files import read_regular_file
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        doc = json.loads(read_regular_file(path, MAX_WINDOW_BYTES).decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):
         return None
     return [e for e in doc if isinstance(e, dict)] if isinstance(doc, list) else None

@@ -184,13 +184,13 @@ def _frame_slice(tid: int, f: Frame, start_ns: int, end_ns: int) -> Event:
 # ---- torch profiler traces ----------------------------------------------------------------------
 
 def _torch(bundle: Bundle, names: Names, notes: dict[str, Any]) -> list[Event]:
-    from diagnose.signals.timeline import trace_files
-    from diagnose.traces.reader import TraceReadError, read_trace
+    from diagnose.signals.timeline import read_member_trace, trace_files
+    from diagnose.traces.reader import TraceReadError
 
     out: list[Event] = []
     for path, base in trace_files(bundle):
         try:
-            trace = read_trace(path, base if type(base) is int else None)
+            trace = read_member_trace(bundle, path, base)
         except TraceReadError as exc:
             notes.setdefault("torch_traces_left_out", []).append(str(exc)[:300])
             continue

@@ -59,6 +59,8 @@ def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
     out.data_quality["torn_stream_lines"] = dict(bundle.torn_lines)
     if bundle.invalid_records:
         out.data_quality["invalid_stream_records"] = dict(bundle.invalid_records)
+    if bundle.unreadable:  # FIFOs, devices, symlinks planted in a bundle: never read, said here
+        out.data_quality["unreadable_members"] = dict(bundle.unreadable)
     m = bundle.manifest
     if m.get("started_ns") and m.get("ended_ns") and m["ended_ns"] > m["started_ns"]:
         out.data_quality["capture_s"] = round((m["ended_ns"] - m["started_ns"]) / 1e9, 2)

@@ -6,6 +6,8 @@ returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tabl
 """
 from __future__ import annotations
 
+import os
+from fnmatch import fnmatch
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,13 +32,13 @@ from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, wi
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
-from diagnose.signals.spans.analytics import SpanSet, parse_spans, request_summary
+from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
 from diagnose.traces.devices import DeviceProps
-from diagnose.traces.reader import TraceReadError, read_trace
+from diagnose.traces.reader import KinetoTrace, TraceReadError, read_trace
 from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
 from diagnose.traces.roofline import Peak
 
@@ -67,10 +69,21 @@ def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
     directory."""
     rows = [(path, r.get("base_time_ns")) for r in bundle.stream(TORCH)
             if isinstance(r.get("file"), str) and not r.get("error") and (path := bundle.member(r["file"]))]
-    directory = bundle.path / TORCH_TRACES.directory
-    if not rows and directory.is_dir():
-        rows = [(p, None) for p in sorted(directory.glob("*.json*"))]
+    if not rows:
+        rows = [(bundle.path / name, None) for name in bundle.listing(TORCH_TRACES.directory)
+                if fnmatch(name.rsplit("/", 1)[-1], "*.json*")]
     return rows
+
+
+def read_member_trace(bundle: Bundle, path: Path, base: Any) -> KinetoTrace:
+    """``read_trace`` of the bundle member at ``path`` (from ``trace_files``) through a descriptor
+    opened below the bundle (no symlink followed, regular files only). Raises TraceReadError."""
+    name = path.relative_to(bundle.path).as_posix()
+    fd = bundle.open_member(name)
+    if fd is None:
+        raise TraceReadError(f"{name}: {bundle.unreadable.get(name, 'no longer in the bundle')}: not read")
+    with os.fdopen(fd, "rb") as fh:
+        return read_trace(path, base if type(base) is int else None, fh=fh)
 
 
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
@@ -78,7 +91,7 @@ def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport
     reports, errors = [], [spec_error] if spec_error else []
     for path, base in trace_files(bundle):
         try:
-            trace = read_trace(path, base if isinstance(base, int) else None)
+            trace = read_member_trace(bundle, path, base)
         except TraceReadError as exc:
             errors.append(str(exc))
             continue
@@ -212,6 +225,16 @@ def _apart(reports: list[TraceReport], reason: str,
     return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
 
 
+def _excluded_note(ss: SpanSet) -> str | None:
+    """One sentence on the server-lifetime root spans left out of the request statistics."""
+    ex = excluded(ss)
+    if ex is None:
+        return None
+    names = ", ".join(ex["names"])
+    return (f"{ex['count']} root span(s) ({names}; the longest {ex['longest_s']:.0f} s) left out of the request "
+            f"statistics (QPS, latency, window) as server-lifetime spans: {ex['rule']}")
+
+
 def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
     """gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals; ``params.timeline`` sets the gap,
     kernel-wait and short-kernel thresholds."""
@@ -245,10 +268,12 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
         "tail": {k: v for k, v in tail.items() if k != "windows"},
         "join": {"gaps": gap_j, "slow": slow_j},
     }
-    quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors,
+    damage = [f"{Path(r.path).name}: {note}" for r in all_reports for note in r.read.damage.notes()]
+    quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors, "torch_trace_damage": damage,
                "traces_apart": apart["warning"] if apart else None,
-               "spans": len(ss.spans), "spans_invalid": ss.invalid, "pyspy_stack_segments": len(stacks)}
+               "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
+               "pyspy_stack_segments": len(stacks)}
     return SourceResult(signals, quality, details)
 
 
-__all__ = ["load_timed_stacks", "timeline_signals", "trace_files"]
+__all__ = ["load_timed_stacks", "read_member_trace", "timeline_signals", "trace_files"]

@@ -15,22 +15,27 @@ the Unix time is ``baseTimeNanoseconds + ts·1000``, without it ``ts`` is alread
 """
 from __future__ import annotations
 
+import errno
 import io
-import json
+import os
 import re
+import stat
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import numpy as np
 import orjson
 
+from diagnose.bundle.files import file_kind
 from diagnose.traces.columns import ColumnBuilder, as_int
 from diagnose.traces.devices import DeviceProps, device_props
-from diagnose.traces.scan import Batch, ScanState, max_depth, scan
+from diagnose.traces.scan import KEY_WINDOW, ScanState, max_depth, scan
 from diagnose.traces.schema import Table
+from diagnose.traces.tolerant import Damage, Tally, events_in, next_event, parse_batch, parse_tolerant
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRead
@@ -38,8 +43,8 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 1 << 20
 WHOLE_DOC_BYTES = 4 << 20  # a document this small is parsed in one call (fixed costs dominate)
 MAX_EVENT_BYTES = 64 << 20  # one event longer than this ends the read (a real event is < 1 MiB)
+RESYNC_BYTES = 1 << 20  # the next event after a broken one opens within this (a real event is < 1 MiB)
 _GZIP_MAGIC = b"\x1f\x8b"
-_BARE_NONFINITE = re.compile(r"([:\[,]\s*)(-?(?:inf|nan|Inf|NaN|infinity))(?=\s*[,\]}])")
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 MIN_UNIX_US = 1e14  # ~1973: smaller timestamps without a base time are not on the Unix clock
 MIN_PLAUSIBLE_NS = 946_684_800 * 10**9  # 2000-01-01: a base time or a trace's placement before
@@ -93,6 +98,7 @@ class EventStream:
     error: str | None
     unparsable: int  # events not even the tolerant parser could read (dropped)
     ignored_after: int = 0  # non-blank bytes after the document's root value (a second document)
+    damage: Damage = Damage()  # where the dropped events were, backslashes repaired
 
 
 @dataclass(frozen=True)
@@ -111,9 +117,10 @@ class ReadReport:
     error: str | None
     metadata_dropped_bytes: int = 0
     ignored_after: int = 0  # non-blank bytes after the document's root value (a second document)
+    damage: Damage = Damage()  # where the dropped events were, backslashes repaired
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "damage": self.damage.to_json()}
 
 
 @dataclass(frozen=True)
@@ -163,61 +170,6 @@ def inflate_chunks(fh: SupportsRead[bytes], gz: bool) -> Iterator[bytes]:
         raise EOFError("gzip stream ended before its end marker (file truncated)")
 
 
-def _loose_elements(text: bytes) -> int:
-    """How many array elements ``text`` (array text between events, no object in it) holds."""
-    text = text.strip(b" \t\r\n,")
-    if not text:
-        return 0
-    try:
-        items = orjson.loads(b"[" + text + b"]")
-    except orjson.JSONDecodeError:
-        items = parse_tolerant(b"[" + text + b"]")
-    return len(items) if isinstance(items, list) else 1
-
-
-def _parse_batch(batch: Batch, counts: dict[str, int]) -> list[Any]:
-    """The batch's events, plus a None for each array element that is not an object (so that
-    every path counts them as invalid events, as a whole-document parse does)."""
-    loose: list[Any] = [None] * sum(map(_loose_elements, batch.edges))
-    if not len(batch.starts):
-        return loose
-    try:
-        events: list[Any] = orjson.loads(batch.body())  # the body is the batch's events as one array
-        return events + loose
-    except orjson.JSONDecodeError:
-        pass
-    out = loose
-    for i in range(len(batch.starts)):
-        if i:
-            gap = batch.buf[int(batch.ends[i - 1]) + 1:int(batch.starts[i])]
-            out += [None] * _loose_elements(gap)
-        raw = batch.event(i)
-        try:
-            out.append(orjson.loads(raw))
-            continue
-        except orjson.JSONDecodeError:
-            pass
-        ev = parse_tolerant(raw)
-        counts["repaired" if ev is not None else "unparsable"] += 1
-        if ev is not None:
-            out.append(ev)
-    return out
-
-
-def parse_tolerant(raw: bytes) -> Any:
-    """Parse one event that strict JSON rejects; None when even this fails.
-
-    Invalid UTF-8 becomes U+FFFD, control characters are accepted (``strict=False``), bare
-    ``inf``/``nan`` become null, NaN/Infinity and integers of any size are read by ``json``.
-    """
-    text = raw.decode("utf-8", "replace")
-    text = _BARE_NONFINITE.sub(r"\1null", text)
-    try:
-        return json.loads(text, strict=False)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than the interpreter allows
-        return None
-
-
 def _last_boundary(buf: bytes) -> int:
     """Index of the ``}`` of the last ``}, {`` in ``buf`` (a likely boundary between events), or -1."""
     for window in (1 << 16, len(buf)):
@@ -256,7 +208,7 @@ def _fast_batch(buf: bytes, builder: BatchSink) -> bytes | None:
 
 
 def _stream_events(chunks: Iterable[bytes], builder: BatchSink, st: ScanState,
-                   counts: dict[str, int]) -> tuple[int | None, str | None]:
+                   tally: Tally) -> tuple[int | None, str | None]:
     """Feed every complete event to ``builder``. Returns (truncated_at_byte, error).
 
     Inside the events array each buffer is first tried with a guessed cut (``_fast_batch``); the
@@ -268,14 +220,14 @@ def _stream_events(chunks: Iterable[bytes], builder: BatchSink, st: ScanState,
     error = None
     try:
         for data in chunks:
-            carry = _consume(carry + data, builder, st, counts, final=False)
+            carry = _consume(carry + data, builder, st, tally, final=False)
             if len(carry) > MAX_EVENT_BYTES:
                 return st.offset, f"an event longer than {MAX_EVENT_BYTES >> 20} MiB (not read further)"
         if carry:
-            carry = _consume(carry, builder, st, counts, final=True)
+            carry = _consume(carry, builder, st, tally, final=True)
     except EOFError as exc:
         error = str(exc)
-        carry = _consume(carry, builder, st, counts, final=True) if carry else carry
+        carry = _consume(carry, builder, st, tally, final=True) if carry else carry
     except zlib.error as exc:
         error = f"corrupt compressed data: {exc}"
     truncated = None
@@ -285,22 +237,54 @@ def _stream_events(chunks: Iterable[bytes], builder: BatchSink, st: ScanState,
     return truncated, error
 
 
-def _consume(buf: bytes, builder: BatchSink, st: ScanState, counts: dict[str, int],
-             final: bool) -> bytes:
-    """Parse what ``buf`` completes; return the bytes to carry into the next buffer."""
-    at_event = st.in_events and st.depth == st.events_depth and not st.in_string
-    if at_event and not final:
-        rest = _fast_batch(buf, builder)
-        if rest is not None:
-            st.offset += len(buf) - len(rest)
-            return rest
-    held = 0 if final else len(buf) - len(buf.rstrip(b"\\"))  # never cut inside a backslash run
-    if held == len(buf):
-        return buf
-    batch, carry = scan(buf[:len(buf) - held], st)
-    carry += buf[len(buf) - held:]
-    builder.add_batch(_parse_batch(batch, counts))
-    return carry
+def _consume(buf: bytes, builder: BatchSink, st: ScanState, tally: Tally, final: bool) -> bytes:
+    """Parse what ``buf`` completes; return the bytes to carry into the next buffer.
+
+    An event no parser reads is suspect: a broken key's stray quote makes the scanner misread
+    every later byte. So is an event still open after RESYNC_BYTES, at the end of the stream, or
+    when the root value (as scanned) closes around it. The scan goes back to where it opens and
+    restarts at the next readable event (tolerant.next_event); only the bytes between are lost
+    (counted in ``tally``). Without such an event within RESYNC_BYTES the scan's view stands.
+    """
+    while True:
+        at_event = st.in_events and st.depth == st.events_depth and not st.in_string
+        if at_event and not final:
+            rest = _fast_batch(buf, builder)
+            if rest is not None:
+                st.offset += len(buf) - len(rest)
+                return rest
+        held = 0 if final else len(buf) - len(buf.rstrip(b"\\"))  # never cut inside a backslash run
+        if held == len(buf):
+            return buf
+        mark = st.mark()
+        batch, carry = scan(buf[:len(buf) - held], st)
+        carry += buf[len(buf) - held:]
+        events, bad = parse_batch(batch, tally, mark.state.offset)
+        while True:
+            suspect = batch.open_at is not None and (final or st.done or len(carry) > RESYNC_BYTES)
+            bad_at = int(batch.starts[bad]) if bad is not None else batch.open_at if suspect else None
+            if bad_at is None:
+                builder.add_batch(events)
+                return carry
+            resume = next_event(buf, bad_at, RESYNC_BYTES)
+            if resume is not None or not (final or len(buf) - bad_at > RESYNC_BYTES):
+                break  # restart at ``resume``, or wait for the bytes that decide
+            if bad is None:  # an open event and no event after it: the file ends inside it
+                builder.add_batch(events)
+                return carry
+            tally.dropped(mark.state.offset + bad_at)  # the scan's view stands
+            more, bad = parse_batch(batch, tally, mark.state.offset, bad + 1)
+            events += more
+        builder.add_batch(events)
+        st.restore(mark)
+        scan(buf[:bad_at], st)  # the state where the broken event opens: between two events
+        if resume is None:
+            return buf[bad_at:]
+        tally.dropped(mark.state.offset + bad_at, events_in(buf[bad_at:resume]))
+        tally.resynced += 1
+        st.offset += resume - bad_at
+        st.tail = buf[max(0, resume - KEY_WINDOW):resume]
+        buf = buf[resume:]
 
 
 def _metadata(skeleton: bytes) -> dict[str, Any]:
@@ -344,7 +328,7 @@ def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | N
                      dist.get("backend") if isinstance(dist.get("backend"), str) else None, unix, props)
 
 
-def _in_range(table: Table, counts: dict[str, int]) -> Table:
+def _in_range(table: Table, tally: Tally) -> Table:
     """The rows whose ts (and ts + dur) no clock could hold (|t| > MAX_TS_US, past year 2100 even
     as Unix µs) dropped and counted: in ns they would overflow int64 and wreck every span."""
     if not len(table):
@@ -355,7 +339,7 @@ def _in_range(table: Table, counts: dict[str, int]) -> Table:
         ok &= np.abs(ts + table["dur"]) <= MAX_TS_US
     if ok.all():
         return table
-    counts["out_of_range"] += int(len(ok) - ok.sum())
+    tally.out_of_range += int(len(ok) - ok.sum())
     return table.take(ok)
 
 
@@ -424,28 +408,41 @@ def _whole_document(head: list[bytes], builder: ColumnBuilder) -> dict[str, Any]
     return doc
 
 
-def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace:
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading: no symlink at its last component, never blocking (a FIFO),
+    a regular file by fstat of the opened descriptor. Raises TraceReadError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "a symlink (not followed)" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise TraceReadError(f"cannot open {path}: {why}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise TraceReadError(f"cannot open {path}: {file_kind(mode)}, not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_trace(path: Path | str, base_time_ns: int | None = None, fh: BinaryIO | None = None) -> KinetoTrace:
     """Read a Kineto/Chrome trace (``.json`` or gzipped, detected by content).
 
     ``base_time_ns``: the clock base from the bundle's TORCH index record when the trace has none.
+    ``fh``: the file already open (e.g. by descriptor below a bundle; it is read from its start
+    and not closed), else ``path`` is opened (regular files only, no symlink as its last part).
     Raises TraceReadError when the file cannot be opened or holds no JSON document at all; a
     truncated or partly malformed file is read as far as it goes (see ``report``).
     """
     path = Path(path)
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise TraceReadError(f"cannot open {path}: {exc.strerror or exc}") from None
     builder, st = ColumnBuilder(), ScanState()
-    counts = {"repaired": 0, "unparsable": 0, "out_of_range": 0}
-    with fh:
+    tally = Tally()
+    with nullcontext(fh) if fh is not None else _open_regular(path) as fh:
         gz = fh.read(2) == _GZIP_MAGIC
         fh.seek(0)
         chunks = inflate_chunks(fh, gz)
         head, rest, failure = _head(chunks)
         doc = _whole_document(head, builder) if rest is None and failure is None else None
         if doc is None:
-            truncated, error = _stream_events(_replay(head, rest, failure), builder, st, counts)
+            truncated, error = _stream_events(_replay(head, rest, failure), builder, st, tally)
         else:
             truncated, error, st.offset = None, None, sum(map(len, head))
     if doc is None:
@@ -455,18 +452,18 @@ def read_trace(path: Path | str, base_time_ns: int | None = None) -> KinetoTrace
         if not st.events_seen:
             error = error or "no traceEvents array: not a Chrome/Kineto trace"
     parts, flows = builder.partitions(), builder.flows()
-    parts = {k: _in_range(t, counts) for k, t in parts.items()}
-    kept_out = counts["out_of_range"]
-    flows = _in_range(flows, counts)
-    flows_out = counts["out_of_range"] - kept_out
+    parts = {k: _in_range(t, tally) for k, t in parts.items()}
+    kept_out = tally.out_of_range
+    flows = _in_range(flows, tally)
+    flows_out = tally.out_of_range - kept_out
     firsts = [float(t["ts"].min()) for t in parts.values() if len(t)]
     meta = _meta(doc, base_time_ns, min(firsts) if firsts else None)
     base = meta.base_time_ns or 0
     c = builder.counts
     report = ReadReport(st.offset, c["events"], c["kept"] - kept_out, c["flows"] - flows_out,
-                        c["invalid"] + counts["out_of_range"], c["skipped"],
-                        counts["repaired"], counts["unparsable"], truncated, error, st.skeleton_dropped,
-                        st.ignored_after)
+                        c["invalid"] + tally.out_of_range, c["skipped"],
+                        tally.repaired, tally.unparsable, truncated, error, st.skeleton_dropped,
+                        st.ignored_after, tally.damage())
     return KinetoTrace(str(path), meta, report, builder.name_table(), _to_ns(parts["gpu"], base),
                        _to_ns(parts["runtime"], base), _to_ns(parts["cpu"], base), _to_ns(flows, base),
                        builder.thread_names, builder.process_names)
@@ -481,12 +478,12 @@ def stream_events(chunks: Iterable[bytes], sink: BatchSink) -> EventStream:
     TraceReadError when the chunks hold no JSON document; exceptions raised by ``chunks`` other
     than EOFError and zlib.error (which become ``error``) propagate.
     """
-    st, counts = ScanState(), {"repaired": 0, "unparsable": 0}
-    truncated, error = _stream_events(chunks, sink, st, counts)
+    st, tally = ScanState(), Tally()
+    truncated, error = _stream_events(chunks, sink, st, tally)
     if st.root is None:
         raise TraceReadError("no JSON document" + (f" ({error})" if error else ""))
     return EventStream(_metadata(bytes(st.skeleton)), st.events_seen, st.offset, truncated, error,
-                       counts["unparsable"], st.ignored_after)
+                       tally.unparsable, st.ignored_after, tally.damage())
 
 
 __all__ = ["BatchSink", "EventStream", "KinetoTrace", "ReadReport", "TraceMeta", "TraceReadError",

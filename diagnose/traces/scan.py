@@ -12,7 +12,7 @@ Memory is bounded by the chunk size plus the largest single event.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -49,6 +49,25 @@ class ScanState:
         """Depth inside the events array (before an event's opening brace)."""
         return 1 if self.root == ord("[") else 2
 
+    def mark(self) -> ScanMark:
+        """The state now, to return to with ``restore`` (the skeleton is kept by its length)."""
+        return ScanMark(replace(self, skeleton=bytearray()), len(self.skeleton))
+
+    def restore(self, mark: ScanMark) -> None:
+        """Return to ``mark``: what was scanned since is forgotten (its skeleton bytes too)."""
+        for f in fields(self):
+            if f.name != "skeleton":
+                setattr(self, f.name, getattr(mark.state, f.name))
+        del self.skeleton[mark.skeleton_bytes:]
+
+
+@dataclass(frozen=True)
+class ScanMark:
+    """A ScanState as it was (see ``ScanState.mark``)."""
+
+    state: ScanState
+    skeleton_bytes: int
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -58,6 +77,7 @@ class Batch:
     starts: np.ndarray
     ends: np.ndarray
     edges: tuple[bytes, ...] = ()  # array text before the first / after the last event of each region
+    open_at: int | None = None  # where the event that continues past ``buf`` opens (the carry's start)
 
     def body(self) -> bytes:
         """The events as a JSON array text (separators between events are commas/whitespace)."""
@@ -126,7 +146,7 @@ def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
     is_end = (delta < 0) & (after == ed) & (b[pos] == ord("}"))
     in_region = _mask_regions(pos, regions)
     starts, ends = pos[is_start & in_region], pos[is_end & in_region]
-    carry = b""
+    carry, cut = b"", None
     if len(starts) > len(ends):  # the last event continues in the next buffer
         cut = int(starts[len(ends)])
         carry = buf[cut:]
@@ -137,7 +157,7 @@ def scan(buf: bytes, st: ScanState) -> tuple[Batch, bytes]:
         st.in_string = (len(quotes) + int(st.in_string)) % 2 == 1
     st.offset += len(buf) - len(carry)
     st.tail = buf[max(0, len(buf) - len(carry) - KEY_WINDOW):len(buf) - len(carry)]
-    return Batch(buf, starts, ends, _edges(buf, regions, starts, ends, len(buf) - len(carry))), carry
+    return Batch(buf, starts, ends, _edges(buf, regions, starts, ends, len(buf) - len(carry)), cut), carry
 
 
 def _edges(buf: bytes, regions: list[tuple[int, int]], starts: np.ndarray, ends: np.ndarray,
@@ -217,6 +237,21 @@ def _structure(buf: bytes, in_string: bool = False) -> tuple[np.ndarray, np.ndar
     return pos, _DELTA[b[pos]].astype(np.int64), (len(quotes) + int(in_string)) % 2 == 1
 
 
+def object_end(buf: bytes, at: int, first_window: int = 1 << 10) -> int | None:
+    """Index in ``buf`` of the bracket that closes the value opening at ``buf[at]`` (outside any
+    string), or None when it does not close within ``buf``. Windows grow 16x from
+    ``first_window`` bytes, so the cost follows the value's size, not the buffer's."""
+    window = first_window
+    while True:
+        pos, delta, _ = _structure(buf[at:at + window])
+        closed = np.flatnonzero(np.cumsum(delta) <= 0)
+        if len(closed):
+            return at + int(pos[closed[0]])
+        if at + window >= len(buf):
+            return None
+        window *= 16
+
+
 def max_depth(buf: bytes) -> int:
     """How deeply the JSON text ``buf`` nests (brackets inside strings do not count)."""
     _, delta, _ = _structure(buf)
@@ -260,4 +295,4 @@ class DocumentSizes:
         return self.offset + len(self.held) - self.start if self.start is not None else 0
 
 
-__all__ = ["Batch", "DocumentSizes", "ScanState", "max_depth", "scan"]
+__all__ = ["Batch", "DocumentSizes", "ScanMark", "ScanState", "max_depth", "object_end", "scan"]

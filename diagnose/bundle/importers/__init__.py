@@ -18,15 +18,16 @@ from diagnose.bundle.errors import MALFORMED
 from diagnose.bundle.importers.base import Artifact, ImportContext, Importer, ImportFailed
 from diagnose.bundle.importers.pyspy_files import PySpyImporter
 from diagnose.bundle.importers.span_files import SpanFileImporter
+from diagnose.bundle.importers.span_proto import SpanProtoImporter
 from diagnose.bundle.importers.torch_trace import TorchTraceImporter
 
-IMPORTERS: tuple[Importer, ...] = (TorchTraceImporter(), PySpyImporter(), SpanFileImporter())
+IMPORTERS: tuple[Importer, ...] = (TorchTraceImporter(), PySpyImporter(), SpanFileImporter(), SpanProtoImporter())
 
 # What a bundle lacks when no file fed a collector's streams (its manifest status reason).
 MISSING = {
     "pyspy": "no py-spy output among the imported files (py-spy record --format raw|speedscope|chrometrace)",
     "agent": "no torch profiler trace among the imported files (torch.profiler export_chrome_trace)",
-    "otlp": "no span dump among the imported files (OTLP/JSON export or console exporter output)",
+    "otlp": "no span dump among the imported files (OTLP/JSON or protobuf export, or console exporter output)",
     "process": "imported files carry no process metrics",
 }
 
@@ -101,7 +102,7 @@ def _import_one(path: Path, ctx: ImportContext) -> None:
     why = f" ({artifact.parse_error})" if artifact.parse_error else ""
     raise ImportFailed(
         f"{path}: not a recognised artifact{why}; pass a torch profiler trace (.json/.json.gz), an OTLP/JSON "
-        "or console-exporter span dump, or py-spy raw/speedscope/chrometrace output")
+        "or OTLP protobuf (.binpb) export or console-exporter span dump, or py-spy raw/speedscope/chrometrace output")
 
 
 def _manifest(paths: list[Path], ctx: ImportContext) -> Manifest:

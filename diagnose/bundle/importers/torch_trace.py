@@ -11,6 +11,9 @@ Kineto's ``baseTimeNanoseconds`` (event ``ts`` are us from it); without it (olde
 that are already Unix µs are taken as they are, and any other trace gets ``start_ns``/``end_ns``
 None: it can be analysed alone but not aligned with other streams.
 A JSON document cut short is imported up to its last complete event, with a note saying where.
+A malformed event is dropped and counted and the events after it are kept (the reader restarts at
+the next event); one with unescaped backslashes in a string (Windows paths) is repaired and kept;
+the notes name how many and the byte offset of the first.
 """
 from __future__ import annotations
 
@@ -99,7 +102,10 @@ class TorchTraceImporter:
             "error": None, "imported_from": str(artifact.path),
         })
         ctx.saw_time(start_ns, end_ns)
-        ctx.produced("agent", artifact.path, torch_traces=1, torch_events=skim.events)
+        dropped = {"torch_events_dropped": stream.unparsable} if stream.unparsable else {}
+        ctx.produced("agent", artifact.path, torch_traces=1, torch_events=skim.events, **dropped)
+        for note in stream.damage.notes():
+            ctx.note("agent", f"{artifact.path.name}: {note}")
         if start_ns is None:
             ctx.note("agent", f"{artifact.path.name} {unplaced}: not placed on the Unix clock")
         if skim.out_of_range:

@@ -23,6 +23,7 @@ MAX_FRAMES = 8
 MAX_CHARS = 12_000  # the default report fits a ticket field (Jira: 32,767) several times over
 TOP_STACKS = 3
 TITLE_CMD_CHARS = 80
+MAX_QUALITY_NOTES = 8  # data-quality sentences in the head (findings.json has them all)
 SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
@@ -84,6 +85,7 @@ class MarkdownRenderer(Renderer):
                 f"{code(k)} = {v:g}" for k, v in overrides.items()) + ".", ""]
         if a.data_quality.get("traces_apart"):
             out += [f"**Warning:** {text(a.data_quality['traces_apart'])}.", ""]
+        out += [line for note in _quality_notes(a.data_quality) for line in (f"**Data quality:** {text(note)}.", "")]
         return out + [when, "", f"Target command: {code(cmd)}", ""]
 
     def _cost(self, report: Report) -> list[str]:
@@ -235,6 +237,17 @@ def _cut(name: str) -> str:
 
 def _size(lines: list[str]) -> int:
     return sum(len(ln) + 1 for ln in lines)
+
+
+def _quality_notes(dq: dict[str, Any]) -> list[str]:
+    """What the analysis left out or repaired, one sentence each: malformed trace events dropped or
+    repaired, server-lifetime root spans kept out of the request statistics, bundle members not
+    read (a FIFO, device or symlink)."""
+    damage = dq.get("torch_trace_damage") or []
+    excluded = dq.get("requests_excluded")
+    unread = dq.get("unreadable_members") or {}
+    skipped = [f"bundle member {name} not read: {why}" for name, why in list(unread.items())[:MAX_QUALITY_NOTES]]
+    return [str(n) for n in damage[:MAX_QUALITY_NOTES]] + ([str(excluded)] if excluded else []) + skipped
 
 
 def _plain(v: Any) -> str:

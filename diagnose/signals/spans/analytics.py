@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.rules.stage_catalog import STAGE_CATALOG, STAGES
+from diagnose.signals.spans.lifetime import RULE, lifetime_mask
 from diagnose.traces.intervals import merge
 
 MAX_SPAN_NS = 24 * 3600 * 10**9  # longer spans are clock or instrumentation errors
@@ -57,11 +58,13 @@ class SpanSet:
     spans: list[Span]
     invalid: dict[str, int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    lifetime: list[Request] = field(default_factory=list)  # server-lifetime roots (lifetime.py), not requests
 
 
 def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
     """Typed spans; spans without an end, ending before they start or longer than 24 h are
-    counted in ``invalid`` and left out."""
+    counted in ``invalid`` and left out. Root spans are the ``requests``, except server-lifetime
+    ones (``lifetime``, by lifetime.RULE)."""
     out: list[Span] = []
     invalid: defaultdict[str, int] = defaultdict(int)
     for r in records:
@@ -89,7 +92,11 @@ def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
                         str(r.get("name", "?")), str(r.get("kind") or "internal"), start, end,
                         str(r.get("status") or "unset"), attrs, events))
     ss = SpanSet(out, dict(invalid))
-    ss.requests = _requests(out)
+    roots = _requests(out)
+    long = lifetime_mask(np.array([r.span.start_ns for r in roots], np.int64),
+                         np.array([r.span.end_ns for r in roots], np.int64))
+    ss.requests = [r for r, x in zip(roots, long) if not x]
+    ss.lifetime = [r for r, x in zip(roots, long) if x]
     return ss
 
 
@@ -161,11 +168,21 @@ def concurrency(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> dict[
     return {"mean": mean, "max": float(n.max())}
 
 
+def excluded(ss: SpanSet) -> dict[str, Any] | None:
+    """The server-lifetime root spans left out of the request statistics: count, rule, longest (s)."""
+    if not ss.lifetime:
+        return None
+    return {"count": len(ss.lifetime), "rule": RULE,
+            "longest_s": max(r.span.dur_ns for r in ss.lifetime) / 1e9,
+            "names": sorted({r.span.name for r in ss.lifetime})[:MAX_GROUPS]}
+
+
 def request_summary(ss: SpanSet, window: tuple[int, int] | None) -> dict[str, Any]:
-    """Latency, QPS, concurrency vs Little's law, stage shares, per root name."""
+    """Latency, QPS, concurrency vs Little's law, stage shares, per root name. Server-lifetime
+    roots are not requests (``lifetime_excluded`` says how many and why)."""
     reqs = ss.requests
     if not reqs:
-        return {"requests": 0}
+        return {"requests": 0, "lifetime_excluded": excluded(ss)}
     dur = np.array([r.span.dur_ns for r in reqs], np.int64)
     starts = np.array([r.span.start_ns for r in reqs], np.int64)
     ends = starts + dur
@@ -186,6 +203,7 @@ def request_summary(ss: SpanSet, window: tuple[int, int] | None) -> dict[str, An
         "stage_share_pct": {st: 100.0 * v / total if total else None for st, v in stage_total.items()},
         "unstaged_pct": 100.0 * max(0, total - sum(stage_total.values())) / total if total else None,
         "by_name": _by_name(reqs),
+        "lifetime_excluded": excluded(ss),
     }
 
 
@@ -197,5 +215,5 @@ def _by_name(reqs: list[Request]) -> list[dict[str, Any]]:
     return [{"name": k, **latency_stats(np.array(v, np.int64))} for k, v in top]
 
 
-__all__ = ["Request", "Span", "SpanSet", "concurrency", "latency_stats", "parse_spans",
+__all__ = ["Request", "Span", "SpanSet", "concurrency", "excluded", "latency_stats", "parse_spans",
            "request_summary", "stage_of"]

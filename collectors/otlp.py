@@ -54,6 +54,7 @@ TRACES_PATH = "/v1/traces"
 REQUEST_TIMEOUT_S = 5.0  # each socket read (request line, headers, body)
 CONNECTION_DEADLINE_S = 60.0  # a whole connection, however slowly its bytes trickle in
 MAX_CONNECTIONS = 64
+LINGER_S, LINGER_BYTES = 0.5, 1024 * 1024  # read and dropped after an answer, before closing
 MAX_INFLIGHT_BODIES = 4  # the in-flight budget, in bodies of the per-body limit
 MAX_SPANS_PER_REQUEST = 16384  # twice the OpenTelemetry Collector's default batch
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
@@ -156,6 +157,11 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = REQUEST_TIMEOUT_S
     server_version = "diagnose-otlp"
+    # http.server's own errors (bad request line, 414, 431, 501): a status line even to a request
+    # line it cannot read (its default, HTTP/0.9, has none), and one line of text, not an HTML page
+    default_request_version = "HTTP/1.0"
+    error_content_type = "text/plain"
+    error_message_format = "%(code)d %(message)s\n"
 
     def log_message(self, format: str, *args: Any) -> None:  # no stderr noise per request
         pass
@@ -165,6 +171,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._send(_text(405, "only POST /v1/traces is served"))
+
+    def finish(self) -> None:
+        """Lingering close: after the answer, read what the client still sends (more than its
+        Content-Length, a refused body) for a moment, so closing does not reset the connection
+        before the client has read the answer."""
+        super().finish()
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(LINGER_S)
+            left, deadline = LINGER_BYTES, time.monotonic() + LINGER_S
+            while left > 0 and time.monotonic() < deadline:
+                chunk = self.connection.recv(min(left, 65536))
+                if not chunk:
+                    return
+                left -= len(chunk)
+        except OSError:  # the client closed first, or went quiet: nothing more to wait for
+            return
 
     do_PUT = do_DELETE = do_HEAD = do_GET
 
@@ -345,6 +368,7 @@ class OtlpCollector(Collector):
                 f"http://{self._listen}{TRACES_PATH}"), counts, [SPANS.name])
         if bad:
             state = CollectorState.PARTIAL if counts["spans"] else CollectorState.FAILED
-            return CollectorStatus(self.name, state, note + f"{bad} request(s) rejected (see counts)",
+            failure = f"; {self._decoder.failure}" if self._decoder.failure else ""
+            return CollectorStatus(self.name, state, note + f"{bad} request(s) rejected (see counts){failure}",
                                    counts, [SPANS.name])
         return CollectorStatus(self.name, CollectorState.OK, note or None, counts, [SPANS.name])

@@ -1,6 +1,6 @@
 """The OTLP decoding child (collectors/otlp_worker.py is the parent's side and says why and how).
 
-Run as ``python -I -m diagnose.collectors.otlp_child MEMORY_BYTES MAX_SPANS``: frames on stdin,
+Run as ``python -m diagnose.collectors.otlp_child MEMORY_BYTES MAX_SPANS``: frames on stdin,
 answers on stdout; RLIMIT_DATA is set to MEMORY_BYTES once the decoding modules are imported.
 """
 from __future__ import annotations

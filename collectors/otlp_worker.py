@@ -2,12 +2,13 @@
 
 Why a child: what decoding costs is not bounded by the body's size in any useful way. 8 MiB of
 protobuf holding empty spans (two bytes each) is 4 million messages, about 700 MB once decoded;
-8 MiB of JSON ``{},{},...`` is about 200 MB of Python objects. The child (``python -I -m
-diagnose.collectors.otlp_worker``, isolated from the environment and the working directory) sets
-``RLIMIT_DATA`` to ``memory_bytes`` after its imports; a body that needs more is answered 413 and
-the child goes on (upb and json fail cleanly), or is restarted if it died. It decodes one body at
-a time and keeps at most ``max_spans`` spans of each (the rest are counted as
-``over_request_cap``), so records waiting to be written are bounded too.
+8 MiB of JSON ``{},{},...`` is about 200 MB of Python objects. The child (``python -m
+diagnose.collectors.otlp_child``, started in ``/`` so that root's working directory, which may be
+anyone's, is not on its sys.path) sets ``RLIMIT_DATA`` to ``memory_bytes`` after its imports; a
+body that needs more is answered 413 and the child goes on (upb and json fail cleanly), or is
+restarted if it died. It decodes one body at a time and keeps at most ``max_spans`` resource, scope
+and span entries of each (cut spans are counted as ``over_request_cap``), so the records waiting
+to be written are bounded too.
 
 Pipe frames, both ways: one kind byte, a 4-byte big-endian length, the payload.
 Parent -> child: ``P`` (protobuf body) or ``J`` (JSON body). Child -> parent: any number of ``R``
@@ -22,6 +23,7 @@ import select
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -63,15 +65,20 @@ class Decoder:
     """The parent's side: one child, one body at a time (callers queue on a lock).
 
     ``decode`` hands each chunk of records to ``on_records`` (while the lock is held, so the
-    records of two bodies never interleave). Thread-safe; ``close`` may be called from any thread.
+    records of two bodies never interleave). Thread-safe; ``close`` may be called from any thread,
+    also during a decode. ``failure`` is the last reason the child failed (its last stderr line
+    when it exited), for the collector's status.
     """
 
     def __init__(self, max_spans: int, memory_bytes: int = DECODER_MEMORY_BYTES,
                  timeout_s: float = DECODE_TIMEOUT_S):
         self.max_spans, self.memory_bytes, self.timeout_s = max_spans, memory_bytes, timeout_s
         self.restarts = 0
+        self.failure: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
+        self._stderr: Any = None  # the child's stderr: an unlinked temporary file
+        self._lock = threading.Lock()  # one decode at a time
+        self._state = threading.Lock()  # _proc and _closed, never held for long
         self._closed = False
 
     def start(self) -> None:
@@ -94,45 +101,67 @@ class Decoder:
                     if kind == b"E":
                         raise Undecodable(int(doc["status"]), str(doc["message"]))
                     return Decoded(dict(doc["counts"]), int(doc["over_cap"]))
-                raise DecoderDown("the OTLP decoder exited")
+                raise DecoderDown(f"the OTLP decoder exited ({self._last_words()})")
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                self._kill()
-                raise DecoderDown(f"the OTLP decoder failed: {exc}") from None
-            except DecoderDown:
-                self._kill()
-                raise
+                self._fail(f"the OTLP decoder failed: {exc}")
+            except DecoderDown as exc:
+                self._fail(str(exc))
+        raise AssertionError("unreachable")  # _fail raises
 
     def close(self) -> None:
-        """End the child now, even during a decode (that caller gets DecoderDown)."""
-        self._closed = True
-        proc = self._proc
+        """End the child now; a decode in progress gets DecoderDown."""
+        with self._state:
+            self._closed = True
+            proc = self._proc
         if proc is not None:
             proc.kill()
             _end(proc)
+        if self._stderr is not None:
+            self._stderr.close()
 
     def _ensure(self) -> subprocess.Popen[bytes]:
-        if self._closed:
-            raise DecoderDown("the capture has ended")
-        if self._proc is not None and self._proc.poll() is None:
+        with self._state:
+            if self._closed:
+                raise DecoderDown("the capture has ended")
+            if self._proc is not None and self._proc.poll() is None:
+                return self._proc
+            if self._proc is not None:
+                self.restarts += 1
+                _end(self._proc)
+            # cwd "/": ``-m`` puts the working directory first on sys.path, and root's may be anyone's
+            argv = [sys.executable, "-m", "diagnose.collectors.otlp_child", str(self.memory_bytes),
+                    str(self.max_spans)]
+            try:
+                self._stderr = tempfile.TemporaryFile()
+                self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=self._stderr, cwd="/")
+            except OSError as exc:
+                self.failure = f"cannot start the OTLP decoder ({sys.executable}): {exc.strerror or exc}"
+                raise DecoderDown(self.failure) from None
             return self._proc
-        if self._proc is not None:
-            self.restarts += 1
-            _end(self._proc)
-        argv = [sys.executable, "-I", "-m", "diagnose.collectors.otlp_child",
-                str(self.memory_bytes), str(self.max_spans)]
-        try:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, cwd="/")
-        except OSError as exc:
-            raise DecoderDown(f"cannot start the OTLP decoder ({sys.executable}): {exc.strerror or exc}") from None
-        return self._proc
 
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
+    def _fail(self, why: str) -> None:
+        with self._state:
+            proc, self._proc = self._proc, None
+            closed = self._closed
         if proc is not None:
-            self.restarts += 1
             proc.kill()
             _end(proc)
+        if closed:
+            raise DecoderDown("the capture has ended")
+        self.restarts += 1
+        self.failure = why
+        raise DecoderDown(why)
+
+    def _last_words(self) -> str:
+        """The child's last stderr line (a traceback's last line says why it died)."""
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            self._stderr.seek(max(0, self._stderr.tell() - 2048))
+            lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
+        except (OSError, ValueError, AttributeError):
+            return "no stderr"
+        return lines[-1][:200] if lines else "it wrote nothing on stderr"
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:

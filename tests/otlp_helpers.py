@@ -7,6 +7,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from diagnose.bundle import BundleWriter
 from diagnose.capture.target import resolve_target
 from diagnose.collectors import CaptureOptions
@@ -67,3 +69,19 @@ def post_request(ctype: str, body: bytes, length: bytes | None = None, extra: by
     length = str(len(body)).encode() if length is None else length
     return (b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + ctype.encode() +
             b"\r\nContent-Length: " + length + b"\r\n" + extra + b"\r\n" + body)
+
+
+@pytest.fixture
+def receiver(tmp_path):
+    """A factory of Receivers in tmp_path; each one still running is stopped after the test."""
+    made: list[Receiver] = []
+
+    def _make(collector_args: dict | None = None, **opts) -> Receiver:
+        r = Receiver(tmp_path / f"b{len(made)}", collector_args, **opts)
+        made.append(r)
+        return r
+
+    yield _make
+    for r in made:
+        if r.collector._server is not None and r.collector._thread.is_alive():
+            r.collector.stop(5)

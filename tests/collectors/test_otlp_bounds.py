@@ -204,8 +204,12 @@ def test_connections_past_the_limit_are_answered_503(receiver):
     r = receiver()
     idle = [socket.create_connection(("127.0.0.1", r.port), timeout=5) for _ in range(MAX_CONNECTIONS)]
     try:
-        time.sleep(0.3)  # all accepted, each held by a handler waiting for its request line
-        code, headers, _ = r.raw(post_request(PB, spans_request(1)))
+        deadline = time.monotonic() + 5
+        while True:  # once all are accepted (each held by a handler waiting for its request line)
+            code, headers, _ = r.raw(post_request(PB, spans_request(1)))
+            if code == 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert code == 503 and headers.get("Retry-After") == "1"
     finally:
         for s in idle:
@@ -214,3 +218,14 @@ def test_connections_past_the_limit_are_answered_503(receiver):
     while r.post(spans_request(1), PB)[0] != 200:  # slots come back as the idle ones close
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_a_dead_decoder_is_restarted_and_counted(receiver):
+    r = receiver()
+    assert r.post(spans_request(1), PB)[0] == 200
+    child = psutil.Process(r.collector._decoder._proc.pid)
+    child.kill()  # as the OOM killer or a crash in the protobuf library would
+    child.wait(5)
+    assert r.post(spans_request(2), PB)[0] == 200
+    status = r.collector.stop(5)
+    assert status.counts["spans"] == 3 and status.counts["decoder_restarts"] == 1

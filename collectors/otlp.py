@@ -189,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client closed first, or went quiet: nothing more to wait for
             return
 
-    do_PUT = do_DELETE = do_HEAD = do_GET
+    do_PUT = do_DELETE = do_GET
 
     def _send(self, reply: Reply) -> None:
         self.send_response(reply.status)

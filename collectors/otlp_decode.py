@@ -19,6 +19,7 @@ from diagnose.agent.inproc.records import SpanCounts, SpanRejected, bound_events
 
 _ID_KEYS = {"traceId": 32, "trace_id": 32, "spanId": 16, "span_id": 16,
             "parentSpanId": 16, "parent_span_id": 16}
+MAX_JSON_DEPTH = 100  # json_format.ParseDict's own default; deeper documents are refused before it
 
 
 class OtlpDecodeError(ValueError):
@@ -42,29 +43,40 @@ def decode_protobuf(body: bytes):
 
 
 def decode_json_doc(doc: Any):
-    """A parsed OTLP/JSON document -> ExportTraceServiceRequest. Raises OtlpDecodeError."""
+    """A parsed OTLP/JSON document -> ExportTraceServiceRequest. Raises OtlpDecodeError (also for
+    a document nested deeper than MAX_JSON_DEPTH)."""
     from google.protobuf import json_format
 
     if not isinstance(doc, dict):
         raise OtlpDecodeError("OTLP/JSON must be a JSON object with resourceSpans")
     try:
-        return json_format.ParseDict(_ids_to_base64(doc), _request_class()(), ignore_unknown_fields=True)
+        return json_format.ParseDict(_ids_to_base64(doc, 0), _request_class()(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError) as exc:
-        raise OtlpDecodeError(f"not an OTLP/JSON trace request: {exc}") from None
+        raise OtlpDecodeError(f"not an OTLP/JSON trace request: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise OtlpDecodeError(f"OTLP/JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
 
 
-def decode_json(body: bytes):
+def load_json(body: bytes | bytearray) -> Any:
+    """One JSON document. Raises OtlpDecodeError (also for nesting past the parser's recursion limit)."""
     try:
-        doc = json.loads(body)
+        return json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise OtlpDecodeError(f"malformed JSON: {str(exc)[:120]}") from None
-    return decode_json_doc(doc)
 
 
-def _ids_to_base64(node: Any) -> Any:
-    """Copy of ``node`` with every trace/span id as base64, what json_format expects for bytes."""
+def decode_json(body: bytes | bytearray):
+    """Raises OtlpDecodeError."""
+    return decode_json_doc(load_json(body))
+
+
+def _ids_to_base64(node: Any, depth: int) -> Any:
+    """Copy of ``node`` with every trace/span id as base64, what json_format expects for bytes.
+    Raises OtlpDecodeError past MAX_JSON_DEPTH levels."""
+    if depth > MAX_JSON_DEPTH:
+        raise OtlpDecodeError(f"OTLP/JSON nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(node, list):
-        return [_ids_to_base64(v) for v in node]
+        return [_ids_to_base64(v, depth + 1) for v in node]
     if not isinstance(node, dict):
         return node
     out = {}
@@ -76,8 +88,55 @@ def _ids_to_base64(node: Any) -> Any:
                 hexid = None  # left empty: the span is then rejected as "bad_id"
             out[key] = base64.b64encode(bytes.fromhex(hexid)).decode() if hexid else ""
         else:
-            out[key] = _ids_to_base64(value)
+            out[key] = _ids_to_base64(value, depth + 1)
     return out
+
+
+def _members(node: Any, *keys: str) -> list[Any]:
+    """The list under the first of ``keys`` present in a JSON object, else []."""
+    if isinstance(node, dict):
+        for key in keys:
+            if isinstance(node.get(key), list):
+                return node[key]
+    return []
+
+
+def cap_json_spans(doc: Any, max_items: int) -> int:
+    """Cut a parsed OTLP/JSON request (in place) to ``max_items`` resource, scope and span entries
+    in all, before the costly conversion. Returns the spans cut (see cap_request_spans)."""
+    return _cap(_members(doc, "resourceSpans", "resource_spans"), max_items,
+                lambda rs: _members(rs, "scopeSpans", "scope_spans"), lambda ss: _members(ss, "spans"))
+
+
+def cap_request_spans(request: Any, max_items: int) -> int:
+    """Cut an ExportTraceServiceRequest (in place) to ``max_items`` resource, scope and span entries
+    in all, in order: walking a request costs per entry, empty or not (8 MiB of protobuf holds 4
+    million empty ones). Returns the spans cut, at least: spans cut from a scope are counted, a
+    resource or scope entry cut whole counts as one (counting its spans is the walk the cap avoids)."""
+    return _cap(request.resource_spans, max_items, lambda rs: rs.scope_spans, lambda ss: ss.spans)
+
+
+def _cap(resources: Any, room: int, scopes_of: Any, spans_of: Any) -> int:
+    cut = 0
+    for i, rs in enumerate(resources):
+        if room <= 0:
+            cut += len(resources) - i
+            del resources[i:]
+            break
+        room -= 1
+        scopes = scopes_of(rs)
+        for j, ss in enumerate(scopes):
+            if room <= 0:
+                cut += len(scopes) - j
+                del scopes[j:]
+                break
+            room -= 1
+            spans = spans_of(ss)
+            if len(spans) > room:
+                cut += len(spans) - room
+                del spans[room:]
+            room -= len(spans)
+    return cut
 
 
 def any_value(value: Any) -> Any:
@@ -166,8 +225,8 @@ def json_documents(text: str) -> Iterator[Any]:
             return
         try:
             doc, pos = decoder.raw_decode(text, pos)
-        except ValueError as exc:
-            raise OtlpDecodeError(f"malformed JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise OtlpDecodeError(f"malformed JSON: {str(exc)[:200]}") from None
         yield doc
 
 

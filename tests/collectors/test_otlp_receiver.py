@@ -11,63 +11,15 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from diagnose.bundle import BundleWriter, CollectorState
-from diagnose.capture.target import resolve_target
-from diagnose.collectors import CaptureOptions
-from diagnose.collectors.otlp import OtlpCollector, parse_listen
+from diagnose.bundle import CollectorState
+from diagnose.collectors.otlp import parse_listen
 from helpers import SHARED_DATA, WORKLOADS, findings, only_bundle, run_diagnose
+from otlp_helpers import free_port
 
 OTLP_EXAMPLE = SHARED_DATA / "otlp" / "opentelemetry-proto_examples_trace.json"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Receiver:
-    def __init__(self, out: Path, **opts):
-        self.port = free_port()
-        self.out = out
-        out.mkdir(mode=0o700)
-        self.collector = OtlpCollector()
-        options = CaptureOptions(otlp_listen=f"127.0.0.1:{self.port}", **opts)
-        target = resolve_target(os.getppid())  # unused by the receiver; any live process
-        assert self.collector.probe(target, options).available
-        self.collector.start(target, options, BundleWriter(out))
-
-    def post(self, body: bytes, ctype: str, path: str = "/v1/traces", headers: dict | None = None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("POST", path, body=body, headers={"Content-Type": ctype, **(headers or {})})
-            resp = conn.getresponse()
-            return resp.status, resp.read(), resp.getheader("Content-Type")
-        finally:
-            conn.close()
-
-    def spans(self) -> list[dict]:
-        p = self.out / "spans.jsonl"
-        return [json.loads(x) for x in p.read_text().splitlines()] if p.is_file() else []
-
-
-@pytest.fixture
-def receiver(tmp_path):
-    made: list[Receiver] = []
-
-    def _make(**opts) -> Receiver:
-        r = Receiver(tmp_path / f"b{len(made)}", **opts)
-        made.append(r)
-        return r
-
-    yield _make
-    for r in made:
-        if r.collector._server is not None and r.collector._thread.is_alive():
-            r.collector.stop(5)
 
 
 @pytest.mark.parametrize("gzip_on", [False, True])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from diagnose.agent.host.replies import checked
 from diagnose.agent.inproc import protocol
 
 _LISTENING = 0x00010000  # __SO_ACCEPTCON in /proc/net/unix Flags
@@ -34,8 +35,8 @@ class AgentHandle:
     hello: dict[str, Any]
 
     def call(self, op: str, timeout_s: float = 5.0, **args: Any) -> dict[str, Any]:
-        """Raises OSError, TimeoutError, ProtocolError."""
-        return protocol.call(self.path, op, timeout_s, **args)
+        """The reply, its shape checked (replies.py). Raises OSError, TimeoutError, ProtocolError."""
+        return checked(protocol.call(self.path, op, timeout_s, **args))
 
 
 def namespace_pids(pid: int) -> list[int]:
@@ -102,12 +103,12 @@ def find_agent(pid: int) -> AgentHandle:
                 errors.append(f"no answer within {HELLO_BUDGET_S:g} s")
                 break
             try:
-                reply = protocol.call(route, "hello", min(HELLO_TIMEOUT_S, left))
+                reply = checked(protocol.call(route, "hello", min(HELLO_TIMEOUT_S, left)))
             except (OSError, protocol.ProtocolError) as exc:
                 errors.append(f"{route}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
                 continue
             if not reply.get("ok"):
-                errors.append(f"{route}: {reply.get('error', {}).get('message')}")
+                errors.append(f"{route}: {reply['error']['message'][:200]}")
             elif reply.get("pid") in pids:
                 return AgentHandle(pid, route, reply)
     raise AgentUnavailable(f"the agent of pid {pid} did not answer: {'; '.join(errors)}")

@@ -118,11 +118,11 @@ def parse_request(msg: dict[str, Any]) -> Request:
     """Check version, op and argument types. Raises ProtocolError with the precise cause."""
     if msg.get("v") != PROTOCOL_VERSION:
         raise ProtocolError(UNSUPPORTED_VERSION,
-                            f"protocol version {msg.get('v')!r} not supported; this agent speaks "
+                            f"protocol version {str(msg.get('v'))[:40]!r} not supported; this agent speaks "
                             f"{PROTOCOL_VERSION}: use the same diagnose version on both sides")
     op = msg.get("op")
-    if op not in OPS:
-        raise ProtocolError(UNKNOWN_OP, f"unknown op {op!r}; expected one of {', '.join(sorted(OPS))}")
+    if not isinstance(op, str) or op not in OPS:  # an object or a list as op is not even hashable
+        raise ProtocolError(UNKNOWN_OP, f"unknown op {str(op)[:60]!r}; expected one of {', '.join(sorted(OPS))}")
     spec = OPS[op]
     args = {k: v for k, v in msg.items() if k not in ("v", "op")}
     for name, value in args.items():
@@ -131,12 +131,20 @@ def parse_request(msg: dict[str, Any]) -> Request:
         types, _ = spec[name]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise ProtocolError(BAD_REQUEST, f"{op}: {name} has the wrong type ({type(value).__name__})")
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, _NUMBER) and not isinstance(value, bool) and not _finite(value):
             raise ProtocolError(BAD_REQUEST, f"{op}: {name} must be a finite number")
     missing = [n for n, (_, required) in spec.items() if required and n not in args]
     if missing:
         raise ProtocolError(BAD_REQUEST, f"{op}: missing argument(s) {', '.join(missing)}")
     return Request(op, args)
+
+
+def _finite(value: float) -> bool:
+    """A finite float, also once converted (an integer of 400 digits is not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def call(path: str, op: str, timeout_s: float = 5.0, **args: Any) -> dict[str, Any]:
@@ -154,5 +162,5 @@ def call(path: str, op: str, timeout_s: float = 5.0, **args: Any) -> dict[str, A
         reply = read_message(sock, timeout_s)
     if reply.get("v") != PROTOCOL_VERSION:
         raise ProtocolError(UNSUPPORTED_VERSION,
-                            f"agent speaks protocol {reply.get('v')!r}, diagnose speaks {PROTOCOL_VERSION}")
+                            f"agent speaks protocol {str(reply.get('v'))[:40]!r}, diagnose speaks {PROTOCOL_VERSION}")
     return reply

@@ -1,0 +1,2 @@
+"""Fixtures of the collector tests."""
+from otlp_helpers import receiver  # noqa: F401  (fixture)

@@ -19,11 +19,11 @@ from diagnose.collectors.otlp_decode import (
     _request_class,
     cap_json_spans,
     cap_request_spans,
-    decode_json_doc,
     decode_protobuf,
     load_json,
     request_records,
 )
+from diagnose.collectors.otlp_tolerant import decode_json_spans
 from diagnose.collectors.otlp_worker import HEAD, RECORDS_CHUNK_BYTES
 
 TOO_MUCH = "decoding the body needs more memory than the receiver allows; send smaller batches"
@@ -43,18 +43,18 @@ def decode_one(kind: bytes, holder: list[bytes], max_spans: int, out: BinaryIO) 
     """Decode the body in ``holder`` (taken out of it, so it is freed once decoded) and answer:
     R frames of records, then D (counts) or E (status, message)."""
     body = holder.pop()
+    counts = SpanCounts()
     try:
         if kind == b"J":
             doc = load_json(body)
             del body
             over = cap_json_spans(doc, max_spans)
-            request = decode_json_doc(doc)
+            request = decode_json_spans(doc, counts)  # one span protobuf refuses costs that span only
             del doc
         else:
             request = decode_protobuf(body)
             del body
             over = cap_request_spans(request, max_spans)
-        counts = SpanCounts()
         chunk: list[str] = []
         size = 0
         for rec in request_records(request, "otlp", counts):

@@ -153,3 +153,16 @@ def test_attach_with_otlp_listen_receives_a_service_spans_via_its_env(tmp_path):
     assert otlp["state"] == "ok" and otlp["counts"]["spans"] > 10, otlp
     names = {json.loads(x)["name"] for x in (only_bundle(tmp_path) / "spans.jsonl").read_text().splitlines()}
     assert names == {"handle", "tokenize", "generate"}
+
+
+def test_one_span_protobuf_refuses_costs_that_span_not_the_request(receiver):
+    r = receiver()
+    spans = [{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": f"{i + 1:016x}", "name": f"s{i}",
+              "kind": 2, "startTimeUnixNano": str(1_700_000_000_000_000_000 + i * 1_000_000),
+              "endTimeUnixNano": str(1_700_000_000_001_000_000 + i * 1_000_000)} for i in range(10)]
+    spans[4]["endTimeUnixNano"] = str(1 << 65)  # past uint64: the JSON mapping refuses the whole document
+    doc = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}
+    code, body, _ = r.post(json.dumps(doc).encode(), "application/json")
+    assert code == 200, body
+    assert sorted(s["name"] for s in r.spans()) == [f"s{i}" for i in range(10) if i != 4]
+    assert r.collector.counts()["spans_rejected"].get("time_out_of_range") == 1, r.collector.counts()

@@ -26,6 +26,8 @@ from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
 
+GAP_PERIODS = 3.0  # a reading missing this many intervals is a gap (as diagnose/signals/process_gaps.py)
+
 CONN_EVERY = 10  # net_connections walks every fd; keep it at ~1 Hz
 
 
@@ -64,6 +66,9 @@ class ProcessCollector(ThreadedCollector):
         super().__init__()
         self._records = 0
         self._named: set[int] = set()
+        self._last_ns: int | None = None
+        self._gaps = 0
+        self._gap_max_s = 0.0
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
         try:
@@ -84,7 +89,20 @@ class ProcessCollector(ThreadedCollector):
         self._tick_no = 0
 
     def counts(self) -> dict[str, Any]:
-        return {"records": self._records}
+        out: dict[str, Any] = {"records": self._records}
+        if self._gaps:
+            out["gaps_over_3x_interval"] = self._gaps
+            out["gap_max_s"] = round(self._gap_max_s, 2)
+        return out
+
+    def _note_gap(self, t_ns: int) -> None:
+        """A reading missing for more than GAP_PERIODS intervals (diagnose/signals/process_gaps.py)."""
+        if self._last_ns is not None:
+            gap_s = (t_ns - self._last_ns) / 1e9
+            if gap_s > GAP_PERIODS * self.period_s:
+                self._gaps += 1
+                self._gap_max_s = max(self._gap_max_s, gap_s)
+        self._last_ns = t_ns
 
     def adjust(self, rates: Any) -> None:
         self.period_s = 1.0 / max(0.5, float(rates.process_hz))
@@ -96,6 +114,8 @@ class ProcessCollector(ThreadedCollector):
             self._partial_reason = "target exited during the capture"
             return False
         rec.update(self._read_system())
+        rec["period_s"] = self.period_s  # the interval it was read at (the budget may change it)
+        self._note_gap(rec["t_ns"])
         self._out.write(rec)
         self._records += 1
         self._tick_no += 1

@@ -41,6 +41,8 @@ _PROBE_TIMEOUT_S = 15.0
 PROBE_ATTEMPTS = 3
 MAX_FAILED_WINDOWS = 3  # consecutive windows without output before py-spy is given up
 WINDOW_GRACE_S = 5.0  # py-spy counts samples, not seconds: cut a window that overruns by this
+UNDERSAMPLED_SHARE = 0.25  # below this share of the requested rate per thread, the status says so
+OVERRUN_SLACK_S = 1.0  # a window that sampled this much (or a quarter) longer than asked overran
 
 
 def find_pyspy(explicit: str | None = None) -> str | None:
@@ -104,6 +106,8 @@ class PySpyCollector(Collector):
         self._samples = 0
         self._errors = 0
         self._windows = 0
+        self._rates: list[tuple[float, float, int]] = []  # per window: (achieved Hz per thread, asked Hz, threads)
+        self._overran: list[str] = []  # "window N sampled X s for Y s"
         self._failure: str | None = None
         self._binary: str | None = None
         self._seen_lines: set[tuple[str, int]] = set()
@@ -144,7 +148,12 @@ class PySpyCollector(Collector):
         self._thread.start()
 
     def counts(self) -> dict[str, Any]:
-        return {"samples": self._samples, "errors": self._errors, "windows": self._windows}
+        out: dict[str, Any] = {"samples": self._samples, "errors": self._errors, "windows": self._windows}
+        if self._rates:
+            out["threads_max"] = max(n for _, _, n in self._rates)
+            out["achieved_hz_per_thread_min"] = round(min(a for a, _, _ in self._rates), 2)
+            out["windows_overran"] = len(self._overran)
+        return out
 
     def adjust(self, rates: Any) -> None:
         self._rate_hz = int(rates.pyspy_hz)
@@ -170,7 +179,7 @@ class PySpyCollector(Collector):
         o = self._options
         cmd = [
             self._binary or "py-spy", "record", "--pid", str(self._target.pid),
-            "--rate", str(self._rate_hz or o.rate_hz), "--duration", str(max(1, math.ceil(window_s))),
+            "--rate", str(self._rate_hz or o.rate_hz), "--duration", str(_asked_s(window_s)),
             "--idle", "--threads", "--format", "chrometrace", "-o", str(out),
         ]
         # py-spy cannot unwind native stacks without pausing the thread: --native trades the
@@ -224,17 +233,27 @@ class PySpyCollector(Collector):
                 return classify_failure(output or "", True)
             return None
         os.chmod(out, 0o600)
-        last_ts_us = self._scan_window(out)
+        first_ts_us, last_ts_us, threads = self._scan_window(out)
         # ts 0 lies between the spawn and (exit - recorded span); take the middle of that interval.
         hi = max(spawn_ns, exit_ns - int(last_ts_us * 1000))
+        rate_hz = self._rate_hz or self._options.rate_hz
         self._index.write({
             "window": self._windows, "file": rel, "spawn_ns": spawn_ns, "exit_ns": exit_ns,
             "origin_ns": (spawn_ns + hi) // 2, "origin_err_ns": (hi - spawn_ns) // 2,
-            "last_ts_us": last_ts_us, "samples": samples, "errors": errors, "returncode": rc,
-            "rate_hz": self._rate_hz or self._options.rate_hz, "ended_by": _ended_by(output or ""),
-            "blocking": self._options.native,
+            "first_ts_us": first_ts_us, "last_ts_us": last_ts_us, "samples": samples, "errors": errors,
+            "returncode": rc, "rate_hz": rate_hz, "window_s": _asked_s(window_s), "threads": threads,
+            "ended_by": _ended_by(output or ""), "blocking": self._options.native,
         })
+        self._note_rate(rate_hz, samples, threads, (last_ts_us - first_ts_us) / 1e6, _asked_s(window_s))
         return None
+
+    def _note_rate(self, rate_hz: float, samples: int, threads: int, sampled_s: float, asked_s: int) -> None:
+        """py-spy reads every thread in each round and counts samples per thread-stack: with many
+        threads or a saturated host its rounds take longer than the period asked for."""
+        if threads > 0 and sampled_s > 0:
+            self._rates.append((samples / threads / sampled_s, float(rate_hz), threads))
+        if sampled_s > asked_s + max(OVERRUN_SLACK_S, 0.25 * asked_s):
+            self._overran.append(f"window {self._windows} sampled {sampled_s:.1f} s for {asked_s} s")
 
     def _wait_child(self, child: subprocess.Popen[str], window_s: float) -> str:
         """Wait for the window's py-spy; one that overruns (it counts samples, not seconds, and
@@ -251,15 +270,19 @@ class PySpyCollector(Collector):
                 output, _ = child.communicate()
         return output or ""
 
-    def _scan_window(self, path: Path) -> float:
-        """Record new source lines of this window; return its last ts (us)."""
+    def _scan_window(self, path: Path) -> tuple[float, float, int]:
+        """Record new source lines of this window; return its first and last ts (us) and the
+        number of threads (pid, tid) it sampled."""
         try:
             events = json.loads(path.read_text(encoding="utf-8", errors="replace"))
         except ValueError:
-            return 0.0
-        last = 0.0
+            return 0.0, 0.0, 0
+        first, last = float("inf"), 0.0
+        threads: set[tuple[Any, Any]] = set()
         for ev in events if isinstance(events, list) else []:
-            last = max(last, float(ev.get("ts", 0)))
+            ts = float(ev.get("ts", 0))
+            first, last = min(first, ts), max(last, ts)
+            threads.add((ev.get("pid"), ev.get("tid")))
             args = ev.get("args") or {}
             key = (args.get("filename") or "", int(args.get("line") or 0))
             if key[0] and key[1] > 0 and key not in self._seen_lines:
@@ -267,7 +290,7 @@ class PySpyCollector(Collector):
                 text = self._source_line(*key)
                 if text is not None:
                     self._sources.write({"file": key[0], "line": key[1], "text": text})
-        return last
+        return (first if first <= last else 0.0), last, len(threads)
 
     def _source_line(self, filename: str, line: int) -> str | None:
         if filename not in self._file_cache:
@@ -306,8 +329,28 @@ class PySpyCollector(Collector):
             return CollectorStatus(
                 self.name, CollectorState.FAILED, "py-spy recorded no samples", counts, streams
             )
-        note = "blocking mode (--native): the target paused at each sample" if self._options.native else None
-        return CollectorStatus(self.name, CollectorState.OK, note, counts, streams)
+        notes = ["blocking mode (--native): the target paused at each sample"] if self._options.native else []
+        notes += self._rate_notes()
+        return CollectorStatus(self.name, CollectorState.OK, "; ".join(notes) or None, counts, streams)
+
+    def _rate_notes(self) -> list[str]:
+        """What the manifest says about the sampling py-spy achieved (the analysis says more)."""
+        out = []
+        requested = float(self._options.rate_hz)
+        low = [(a, asked, n) for a, asked, n in self._rates if a < UNDERSAMPLED_SHARE * requested]
+        if low:
+            a, asked, n = min(low)
+            lowered = f", {asked:g} Hz asked by the overhead budget" if asked < requested else ""
+            out.append(f"undersampled: each thread sampled at {a:.1f} Hz of the {requested:g} Hz requested "
+                       f"({n} threads per round{lowered}) in {len(low)} of {len(self._rates)} window(s)")
+        if self._overran:
+            out.append("windows overran (py-spy counts samples, not seconds): " + ", ".join(self._overran[:3]))
+        return out
+
+
+def _asked_s(window_s: float) -> int:
+    """The ``--duration`` py-spy is given for a window (whole seconds, at least 1)."""
+    return max(1, math.ceil(window_s))
 
 
 def _ended_by(output: str) -> str:

@@ -134,6 +134,7 @@ class NotJudged:
 
 
 HOST = "host"  # an account term the host imposed (waiting for a core): no quadrant of the target's
+STOPPED = "stopped"  # an account term of a stopped target (SIGSTOP, a debugger): frozen stacks, no work
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ class AccountTerm:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "label": self.label, "share": round(self.share, 4),
                 "seconds": round(self.seconds, 4),
-                "quadrant": self.quadrant.value if self.quadrant else (HOST if self.layer else Quadrant.NO_LOAD.value),
+                "quadrant": self.quadrant.value if self.quadrant else (
+                    STOPPED if self.kind == STOPPED else HOST if self.layer else Quadrant.NO_LOAD.value),
                 "layer": self.layer.value if self.layer else None, "evidence": self.evidence,
                 "rule_id": self.rule_id}
 

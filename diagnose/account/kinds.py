@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.model import Layer, Quadrant
+from diagnose.model import STOPPED, Layer, Quadrant
 from diagnose.rules.frame_catalog import Category
 
 Q, L = Quadrant, Layer
@@ -45,6 +45,9 @@ KINDS: dict[str, TermKind] = {k.kind: k for k in (
     _k("wait.lock", "waiting on a lock whose holder the samples do not show", Q.SERVICE, L.SERVICE,
        "secondary.lock_contention"),
     _k("idle.work", "waiting for work", None, None, "secondary.idle_target"),
+    # No quadrant: the thread was stopped (SIGSTOP, a debugger): its stack is frozen, not work.
+    _k(STOPPED, "stopped (SIGSTOP, a debugger or a suspended job): frozen stacks, not work", None, L.SYSTEM,
+       "secondary.target_stopped"),
     # GPU time (kernel timeline): busy by kernel group, idle by cause.
     _k("gpu.compute", "GPU busy in compute kernels (GEMM/conv/attention and other math)", Q.COMPUTE, L.MODEL,
        "compute.gpu_compute_kernels"),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS
-from diagnose.model import Account, AccountTerm, Layer, Signal
+from diagnose.model import STOPPED, Account, AccountTerm, Layer, Signal
 from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import (
     KERNEL_TOLERANCE_NS,
@@ -54,6 +54,7 @@ QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, bef
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
+NOT_WORK = frozenset({"idle.work", STOPPED})  # what other threads' waits are never attributed to
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,10 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
             if hi <= lo or hi - lo > MAX_SEGMENT_NS:
                 continue
             reading = kernel.at(seg.tid, (lo + hi) // 2, KERNEL_TOLERANCE_NS)
+            # a frozen stack is not what it shows (in blocking mode py-spy's own ptrace stops read "t")
+            if reading is not None and reading.cls == STOPPED and not w.record.get("blocking"):
+                out.append(_Piece(seg.tid, lo, hi, STOPPED))
+                continue
             cat = resolve_io(stack_category(bundle, seg.frames, sources), reading)
             if cat == Category.IO_WAIT and reading is None and not io_seen:
                 dropped["io_frames_without_io_waits"] += 1
@@ -307,7 +312,7 @@ def _attribute(pieces: list[_Piece]) -> tuple[dict[str, float], dict[tuple[str, 
                 gil[b][p.tid] += s
             else:
                 own[p.kind] += s
-                if p.kind != "idle.work":
+                if p.kind not in NOT_WORK:
                     total[b][p.kind] += s
                     mine[(b, p.tid)][p.kind] += s
                 if p.kind in GIL_HOLDING:

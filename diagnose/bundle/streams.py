@@ -143,6 +143,7 @@ class ProcessRecord(_ProcessRecordRequired, total=False):
     loadavg: list[float]
     disk: dict[str, int]  # read_bytes, write_bytes
     net: dict[str, int]  # bytes_sent, bytes_recv
+    period_s: float  # the interval it was read at (the overhead budget may change it)
 
 
 class ThreadNameRecord(TypedDict, total=False):
@@ -160,11 +161,14 @@ class PyspyWindowRecord(TypedDict, total=False):
     exit_ns: int
     origin_ns: int  # where the window's ts 0 lies on the Unix clock...
     origin_err_ns: int  # ...within +- this
+    first_ts_us: float  # the first and last event of the window (us from its origin)
     last_ts_us: float
-    samples: int
+    samples: int  # py-spy's count: one per thread-stack read
     errors: int
     returncode: int
-    rate_hz: int
+    rate_hz: int  # the rate asked of py-spy for this window
+    window_s: int  # the --duration asked (py-spy counts rounds, so an overloaded window runs longer)
+    threads: int  # (pid, tid) pairs the window sampled
     rate_assumed: bool
     ended_by: str
     blocking: bool

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.model import Account, Analysis
+from diagnose.model import HOST, STOPPED, Account, Analysis
 
 MIN_SHARE = 0.05  # terms below 5% of their account are left out of the table (always in JSON)
 
@@ -13,7 +13,7 @@ class AccountRow:
     account: str  # the account's title
     term: str
     share_pct: float
-    quadrant: str  # "no load" for waiting for work
+    quadrant: str  # "no load" for waiting for work, "host" for waiting for a core, "stopped"
     layer: str
     evidence: str
 
@@ -28,7 +28,7 @@ def account_rows(a: Analysis, min_share: float = MIN_SHARE, limiting_only: bool 
 
 def account_rows_of(acc: Account, min_share: float = MIN_SHARE) -> list[AccountRow]:
     out = [AccountRow(acc.title, t.label, 100.0 * t.share,
-                      t.quadrant.value if t.quadrant else ("host" if t.layer else "no load"),
+                      t.quadrant.value if t.quadrant else _outside(t.kind, t.layer is not None),
                       t.layer.value if t.layer else "-", t.evidence)
            for t in acc.terms if t.share >= min_share]
     if acc.not_attributed >= min_share:
@@ -37,13 +37,20 @@ def account_rows_of(acc: Account, min_share: float = MIN_SHARE) -> list[AccountR
     return out
 
 
+def _outside(kind: str, has_layer: bool) -> str:
+    """The quadrant column of a term outside the target's quadrants."""
+    return STOPPED if kind == STOPPED else HOST if has_layer else "no load"
+
+
 __all__ = ["AccountRow", "MIN_SHARE", "account_lines", "account_rows", "account_rows_of"]
 
 
 def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
     """The limiting account as plain text lines, for the terminal (``analyze``, ``attach``)."""
+    notes = [f"data quality: {w['text']}" for w in a.data_quality.get("warnings") or []
+             if isinstance(w, dict) and w.get("text")]
     if not a.accounts:
-        return ["where the time went: no source in this capture accounts for time"]
+        return ["where the time went: no source in this capture accounts for time", *notes]
     out = []
     for acc in a.accounts[:1] + tuple(x for x in a.accounts[1:] if "analysed apart" in x.title):
         out.append(f"where the time went ({acc.title}, {acc.total_s:.2f} {acc.unit}):")
@@ -51,4 +58,4 @@ def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
             out.append(f"  {r.share_pct:4.0f}%  {r.quadrant:<10} {r.layer:<8} {r.term}")
     if a.verdict.confidence_reason:
         out.append(f"confidence {a.verdict.confidence:.2f}: {a.verdict.confidence_reason}")
-    return out
+    return out + notes

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,8 @@ from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.process import ProcessSummary, process_signals, summarize
+from diagnose.signals.process_gaps import process_gaps
+from diagnose.signals.pyspy_rate import WindowRate, rate_quality, window_rate
 from diagnose.signals.stacks import Frame, Segment, StackProfile, classify, segments_from_chrometrace
 from diagnose.signals.threads import KernelTimeline, Reading, thread_usage
 
@@ -186,6 +189,43 @@ def worker_signals(profile: StackProfile, in_flight: Signal | None, reason: str)
     return out
 
 
+def _options(bundle: Bundle) -> dict[str, Any]:
+    o = bundle.manifest.get("options")
+    return o if isinstance(o, dict) else {}
+
+
+def window_rates(bundle: Bundle) -> list[WindowRate]:
+    """The achieved rate of every readable py-spy window whose rate was asked, not assumed."""
+    asked = _options(bundle).get("pyspy_window_s")
+    default_s = (float(max(1, math.ceil(asked))) if isinstance(asked, (int, float)) and not isinstance(asked, bool)
+                 and 0 < asked < 86400 else None)
+    rates = [window_rate(w.record, w.segments, default_s) for w in pyspy_windows(bundle)
+             if w.segments is not None and not w.record.get("rate_assumed")]
+    return [r for r in rates if r is not None]
+
+
+def _requested_hz(bundle: Bundle) -> float | None:
+    """The py-spy rate the user asked for (``--rate``, manifest options)."""
+    hz = _options(bundle).get("rate_hz")
+    return float(hz) if isinstance(hz, (int, float)) and not isinstance(hz, bool) and 0 < hz <= 100_000 else None
+
+
+def _lowered_by(bundle: Bundle) -> str | None:
+    """Why the overhead budget first lowered py-spy's rate (manifest ``budget.changes``), if it did."""
+    budget = bundle.manifest.get("budget")
+    changes = budget.get("changes") if isinstance(budget, dict) else None
+    for c in changes if isinstance(changes, list) else ():
+        if isinstance(c, dict) and "pyspy_hz" in c and isinstance(c.get("why"), str):
+            return str(c["why"])[:200]
+    return None
+
+
+def _option_period(bundle: Bundle) -> float | None:
+    """The process collector's interval from the manifest options (bundles before ``period_s``)."""
+    hz = _options(bundle).get("process_hz")
+    return 1.0 / hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and 0.01 <= hz <= 1000 else None
+
+
 def pyspy_quality(windows: list[dict[str, Any]], bad: int) -> dict[str, Any]:
     samples = sum(int(w.get("samples", 0)) for w in windows)
     errors = sum(int(w.get("errors", 0)) for w in windows)
@@ -268,6 +308,10 @@ def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     signals.update(worker_signals(profile, signals.get("tcp.in_flight_mean"), collector_reason(bundle, "pyspy")))
     quality = pyspy_quality(windows, bad)
     quality["process_records"] = len(proc_records)
+    quality.update(process_gaps(proc_records, _option_period(bundle)))
+    host = signals.get("sys.cpu_util_pct")
+    quality.update(rate_quality(window_rates(bundle), _requested_hz(bundle), host.value if host is not None else None,
+                                _lowered_by(bundle)))
     return SourceResult(signals, quality, threads=thread_table(profile, proc),
                         top_stacks=top_stacks(profile),
                         details={"top_functions": top_functions(profile)})

@@ -33,40 +33,124 @@ class Frame:
 
 @dataclass(frozen=True)
 class Segment:
-    """A stack (root first) held by one thread from ``start_us`` to ``end_us`` (window clock)."""
+    """A stack (root first) held by one thread from ``start_us`` to ``end_us`` (window clock).
+    ``tid`` is the OS thread id py-spy's thread frame names (distinct across processes), else the
+    event's pthread id."""
 
     tid: int
     thread: str
     start_us: float
     end_us: float
     frames: tuple[Frame, ...]
+    pid: int | None = None  # the process py-spy sampled it in (None: the event carried no pid)
 
 
 def segments_from_chrometrace(events: Iterable[dict[str, Any]]) -> list[Segment]:
-    """Rebuild per-thread stack intervals from py-spy B/E events (``ts`` in us)."""
-    # Keyed by tid, as py-spy writes them: with --subprocesses a forked child reuses its parent's
-    # pthread id and py-spy continues that tid's B/E diff stream across processes (an E closing the
-    # parent's frames carries the child's pid). The "process N:" frame says which process it was.
-    open_frames: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    last_ts: dict[int, float] = {}
-    out: list[Segment] = []
+    """Rebuild per-thread stack intervals from py-spy B/E events (``ts`` in us).
+
+    py-spy diffs each sample against the previous sample *of the same tid*, whatever its process:
+    with --subprocesses a forked child reuses its parent's pthread id, so one tid's B/E stream
+    interleaves the samples of several processes (the events of a sample carry that sample's
+    ``pid``). The stream is replayed per tid, as written; the time is attributed per (pid, tid): a
+    process's stack holds from its sample until that process's next sample, not until the next
+    sample of whichever process shares its tid (which gave the last-sampled process all the time).
+    """
+    replay = _Replay()
+    run: tuple[int, int, float] | None = None  # (tid, pid, ts) of the sample being read
     for ev in sorted(
         (e for e in events if isinstance(e, dict) and e.get("ph") in ("B", "E") and _well_formed(e)),
         key=lambda e: float(e.get("ts", 0)),  # stable: same-µs events keep py-spy's order
     ):
-        key = int(ev.get("tid", 0))
-        ts = float(ev.get("ts", 0))
-        stack = open_frames[key]
-        if stack and ts > last_ts.get(key, ts):
-            seg = _segment(key, stack, last_ts[key], ts)
-            if seg is not None:
-                out.append(seg)
-        last_ts[key] = ts
+        key = (int(ev.get("tid", 0)), _pid(ev), float(ev.get("ts", 0)))
+        if run is not None and key != run:
+            replay.sample(*run)
+        run = key
+        replay.apply(ev)
+    if run is not None:
+        replay.sample(*run)
+    return replay.finish()
+
+
+@dataclass
+class _Held:
+    """The stack one (pid, tid) showed in its last sample, and who sampled on its tid since."""
+
+    start: float
+    stack: tuple[dict[str, Any], ...]
+    period: float | None  # the time between its last two samples (us)
+    first_other: float | None = None  # when another process on the tid was first sampled after it
+    others: set[int] = field(default_factory=set)
+
+    def gone_at(self) -> float:
+        """Where a process that was not sampled again ends: one of its own periods after its
+        last sample (else at the next sample of another process on its tid)."""
+        if self.period is not None:
+            return self.start + self.period
+        return self.first_other if self.first_other is not None else self.start
+
+
+class _Replay:
+    """py-spy's diff state per tid, and the stack each (pid, tid) holds."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        self.held: dict[int, dict[int, _Held]] = defaultdict(dict)
+        self.last_pid: dict[int, int] = {}
+        self.last_ts = 0.0
+        self.out: list[Segment] = []
+
+    def apply(self, ev: dict[str, Any]) -> None:
+        stack = self.open[int(ev.get("tid", 0))]
         if ev["ph"] == "B":
             stack.append(ev)
         elif stack:
             stack.pop()
-    return out
+
+    def sample(self, tid: int, pid: int, ts: float) -> None:
+        """The events of one sample of (pid, tid) at ``ts`` were applied."""
+        self.last_ts = max(self.last_ts, ts)
+        held = self.held[tid]
+        for other, h in list(held.items()):
+            if other == pid:
+                continue
+            if pid in h.others:  # a whole round without ``other``: it was not sampled again
+                self._close(tid, other, min(h.gone_at(), ts))
+            else:
+                h.others.add(pid)
+                h.first_other = ts if h.first_other is None else h.first_other
+        prev = held.pop(pid, None)
+        period = prev.period if prev is not None else None
+        if prev is not None:
+            self._emit(tid, pid, prev, ts)
+            period = ts - prev.start
+        self.last_pid[tid] = pid
+        stack = self.open[tid]
+        if stack:  # py-spy's closing events empty it: the recording ended
+            held[pid] = _Held(ts, tuple(stack), period)
+
+    def _close(self, tid: int, pid: int, end: float) -> None:
+        h = self.held[tid].pop(pid)
+        self._emit(tid, pid, h, end)
+
+    def _emit(self, tid: int, pid: int, h: _Held, end: float) -> None:
+        if end > h.start:
+            seg = _segment(tid, pid, h.stack, h.start, end)
+            if seg is not None:
+                self.out.append(seg)
+
+    def finish(self) -> list[Segment]:
+        """Close the stacks of processes not sampled after the last sample of their tid; the
+        tid's last-sampled stack stays open only in a torn file (py-spy closes it) and is left out."""
+        for tid, held in self.held.items():
+            for pid in [p for p in held if p != self.last_pid.get(tid)]:
+                self._close(tid, pid, min(held[pid].gone_at(), self.last_ts))
+        self.out.sort(key=lambda s: s.end_us)  # the order they ended in, as one tid's stream emits them
+        return self.out
+
+
+def _pid(ev: dict[str, Any]) -> int:
+    pid = ev.get("pid", 0)
+    return pid if type(pid) is int else 0
 
 
 def _well_formed(ev: dict[str, Any]) -> bool:
@@ -76,7 +160,7 @@ def _well_formed(ev: dict[str, Any]) -> bool:
             and math.isfinite(ts))
 
 
-def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) -> Segment | None:
+def _segment(key: int, pid: int, stack: tuple[dict[str, Any], ...], start: float, end: float) -> Segment | None:
     tid, thread, process = key, "?", ""
     frames = []
     for ev in stack:
@@ -94,7 +178,7 @@ def _segment(key: int, stack: list[dict[str, Any]], start: float, end: float) ->
         frames.append(Frame(name, str(args.get("filename") or ""), int(args.get("line") or 0)))
     if not frames:
         return None
-    return Segment(tid, f"{thread} [{process}]" if process else thread, start, end, tuple(frames))
+    return Segment(tid, f"{thread} [{process}]" if process else thread, start, end, tuple(frames), pid or None)
 
 
 @cache

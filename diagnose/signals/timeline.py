@@ -33,6 +33,7 @@ from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
+from diagnose.signals.spans.coverage import span_coverage
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
@@ -246,7 +247,11 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
     ss = parse_spans(bundle.stream(SPANS))
     window = _capture_window(bundle)
-    summary = request_summary(ss, window)
+    coverage = span_coverage(bundle.manifest.get("collectors") or [], window, ss.spans)
+    summary = request_summary(ss, window, coverage.covered if coverage else None)
+    if coverage is not None and summary.get("requests"):
+        summary["coverage"] = {"covered_s": round(coverage.covered_s, 3), "window_s": round(coverage.window_s, 3),
+                               "spans_dropped": coverage.dropped}
     llm = llm_summary(ss.spans, summary.get("window_s"))
     tail = tail_summary(ss.requests, gc_pauses(bundle.stream(GC)))
     stacks = load_timed_stacks(bundle)
@@ -272,7 +277,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors, "torch_trace_damage": damage,
                "traces_apart": apart["warning"] if apart else None,
                "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
-               "pyspy_stack_segments": len(stacks)}
+               "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None}
     return SourceResult(signals, quality, details)
 
 

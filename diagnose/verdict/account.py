@@ -67,6 +67,9 @@ def confidence(acc: Account, top: float, second: float, quality: float,
     samples = dq.get("pyspy_samples")
     if samples is not None and acc.resource == "threads":
         parts.append(f"{samples} py-spy samples" + (" (few)" if samples < MIN_CONFIDENT_SAMPLES else ""))
+    if acc.resource == "threads" and dq.get("pyspy_undersampled"):
+        parts.append(f"py-spy sampled each thread at {dq.get('pyspy_achieved_share_pct')}% of the requested rate "
+                     "(undersampled: see data quality)")
     if thin:
         parts.append(f"only {acc.observations} {OBSERVED[acc.resource]}"
                      + (" (few, but the GPU counters agree)" if corroborated else " (few)"))
@@ -83,8 +86,9 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     empty = {q: 0.0 for q in JUDGED_QUADRANTS}
     veto = next((f for f in findings if f.blocks_verdict), None)
     if veto is not None:
-        return Verdict(Quadrant.UNKNOWN, None, empty, 0.0, f"No verdict: {veto.summary}",
-                       confidence_reason="a finding blocks the verdict")
+        return Verdict(Quadrant.UNKNOWN, None, empty, 0.0,
+                       f"No verdict: {veto.title[:1].lower() + veto.title[1:]}. {veto.summary}",
+                       confidence_reason=f"a finding blocks the verdict ({veto.rule_id})")
     if not accounts:
         return Verdict(Quadrant.UNKNOWN, None, empty, 0.0,
                        "No verdict: nothing in this capture accounts for time (no py-spy stacks, kernel "

@@ -8,8 +8,10 @@ from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
 from diagnose.signals.catalog import spec_for
 from diagnose.verdict.account import decide
+from diagnose.verdict.data_quality import warnings
 from diagnose.verdict.evaluate import apply_overrides, evaluate
 from diagnose.verdict.overrides import split_overrides
+from diagnose.verdict.sampling import discount_stack_findings, sampling_factor
 
 POOR_SAMPLING_ERROR_RATIO = 0.1
 MIN_CONFIDENT_SAMPLES = 200  # fewer py-spy samples than this (2 s at 100 Hz) lower the confidence
@@ -28,6 +30,8 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     if params.changed():  # what the signals were measured with, when not the defaults
         ex.data_quality["analysis_params"] = params.changed()
     findings, not_judged = evaluate(active_rules, ex.signals)
+    findings = discount_stack_findings(findings, ex.data_quality)
+    findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))  # as evaluate orders them
     quality = _quality_factor(ex.data_quality)
     not_judged = [n for n in not_judged if not _explained_by_coverage(n)]
     check = in_flight_check(ex.signals)
@@ -36,6 +40,7 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     gaps = _coverage_gaps(ex.signals)
     not_judged.extend(gaps)
     accounts = build_accounts(bundle, ex)
+    ex.data_quality["warnings"] = warnings(ex.data_quality)
     missing = [SOURCE_OF_GAP[g.what] for g in gaps if g.what in SOURCE_OF_GAP]
     return Analysis(
         verdict=decide(accounts, findings, quality, ex.data_quality, missing),
@@ -87,7 +92,7 @@ def _quality_factor(dq: dict) -> float:
     samples = dq.get("pyspy_samples")
     if samples is not None and samples < MIN_CONFIDENT_SAMPLES:
         factor *= max(0.3, samples / MIN_CONFIDENT_SAMPLES)
-    return factor
+    return factor * sampling_factor(dq)
 
 
 def _coverage_gaps(signals: dict[str, Signal]) -> list[NotJudged]:

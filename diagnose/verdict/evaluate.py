@@ -54,8 +54,20 @@ def evaluate(rules: Iterable[Rule], signals: dict[str, Signal]) -> tuple[list[Fi
             finding = _finding(rule, signals, values)
             overruled = rule.overruled_by(signals)
             findings.append(_as_context(finding, overruled, rule.reason_for(overruled)) if overruled else finding)
+    findings = _blocked(findings)
     findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))
     return findings, list(not_judged.values())
+
+
+def _blocked(findings: list[Finding]) -> list[Finding]:
+    """While a finding blocks the verdict (the target was stopped: its stacks are frozen), what the
+    other rules saw is kept as context, without a quadrant or remedies: it describes no work."""
+    veto = next((f for f in findings if f.blocks_verdict), None)
+    if veto is None:
+        return findings
+    why = f" Not judged: {veto.title[:1].lower() + veto.title[1:]} ({veto.rule_id}), so this is not its limit."
+    return [replace(f, quadrant=None, severity=Severity.INFO, summary=f.summary + why, suggestions=())
+            if f.quadrant is not None else f for f in findings]
 
 
 def _undeclared(rule: Rule) -> list[NotJudged]:

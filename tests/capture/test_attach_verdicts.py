@@ -84,6 +84,24 @@ def test_subprocesses_meters_and_samples_children(workload, tmp_path):
     assert max(len(s["frames"]) for s in doc["top_stacks"]) < 50
 
 
+def test_three_forked_busy_workers_get_a_busy_verdict(workload, tmp_path):
+    """Issue 16: forked workers keep their parent's pthread id, so py-spy --subprocesses writes them
+    into one tid's B/E stream; read as one thread per tid, the last process sampled in each round
+    took all the time (three busy workers came out idle or at ~0 s each). Each worker's stack holds
+    until that worker's own next sample."""
+    proc = workload("forking_workers")
+    workers = [int(p) for p in proc.ready_line.split()[1:]]
+    duration = 2.0
+    res = run_diagnose("attach", str(proc.pid), "--duration", str(duration), "--subprocesses", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    doc = findings(only_bundle(tmp_path))
+    assert doc["verdict"]["quadrant"] == "compute", doc["verdict"]
+    sampled = {t["tid"]: t["sampled_s"] for t in doc["threads"]}
+    for pid in workers:  # a worker's main thread has its pid as tid
+        assert sampled.get(pid, 0.0) > 0.5 * duration, (pid, sampled)
+    assert doc["account"][0]["total_s"] > 1.5 * duration
+
+
 def test_native_mode_samples_in_blocking_mode_and_says_so(workload, tmp_path):
     proc = workload("json_loop")
     res = run_diagnose("attach", str(proc.pid), "--duration", "3", "--native", "--out", str(tmp_path))

@@ -33,7 +33,41 @@ def test_stopped_target_gets_no_verdict(workload, tmp_path):
     assert res.returncode == 0, res.stderr
     doc = findings(only_bundle(tmp_path))
     assert doc["verdict"]["quadrant"] == "unknown"
-    assert "stopped" in doc["verdict"]["headline"]
+    # Issue 16: the headline, the report's first line and the account say it was stopped; the
+    # frozen stacks are neither "waiting for work: no load" nor a critical serialization finding
+    assert doc["verdict"]["headline"].startswith("No verdict: the target was stopped."), doc["verdict"]
+    first = (only_bundle(tmp_path) / "report.md").read_text().split("\n", 1)[0]
+    assert first.startswith("# No verdict, the target was stopped: pid"), first
+    lead = doc["account"][0]["terms"][0]
+    assert lead["kind"] == "stopped" and lead["share"] > 0.9, lead
+    assert not [f for f in doc["findings"] if f["quadrant"] not in (None, "secondary")], doc["findings"]
+    assert "where the time went" in res.stdout and "stopped" in res.stdout.split("where the time went", 1)[1]
+
+
+def test_many_threads_undersample_py_spy_and_the_report_says_so(workload, tmp_path):
+    """Issue 16: py-spy reads every thread in each round; with 200 threads it sampled each at a few
+    Hz instead of 100 and the report said py-spy "ok". The achieved rate per thread is stated in
+    the manifest and the report, and stack-based findings lose confidence, saying why."""
+    proc = workload("many_threads", "200")
+    res = run_diagnose("attach", str(proc.pid), "--duration", "2", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    bundle = only_bundle(tmp_path)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    pyspy = {c["name"]: c for c in manifest["collectors"]}["pyspy"]
+    assert pyspy["counts"]["threads_max"] >= 200 and pyspy["counts"]["achieved_hz_per_thread_min"] < 25, pyspy
+    assert pyspy["state"] == "ok" and "undersampled: each thread sampled at" in pyspy["reason"], pyspy
+    doc = findings(bundle)
+    dq = doc["data_quality"]
+    assert dq["pyspy_requested_hz"] == 100 and dq["pyspy_achieved_share_pct"] < 25, dq
+    assert "threads read in each round" in dq["pyspy_undersampled"]
+    assert any(w["collectors"] == ["pyspy"] and "py-spy sampled each thread" in w["text"] for w in dq["warnings"])
+    stack_based = [f for f in doc["findings"] if any(e["source"].startswith("py-spy") for e in f["evidence"])]
+    assert stack_based and all("Lower confidence" in f["summary"] and f["confidence"] < 0.6 for f in stack_based)
+    assert "undersampled" in doc["verdict"]["confidence_reason"]
+    report = (bundle / "report.md").read_text()
+    head = report.split("## Where the time went")[0]
+    assert "**Data quality:**" in head and "py-spy sampled each thread at" in head
+    assert "pyspy ok (see data quality)" in report
 
 
 def test_idle_target_gets_no_load_not_a_bottleneck(workload, tmp_path):

@@ -266,7 +266,9 @@ class CaptureSession:
         if still_open and self.request.spans:
             self._write_spans(self._writer.stream(SPANS.name), still_open)
         self._writer.close()
-        self.parts["spans"].counts = {**self._span_counts.to_json(), "spans_dropped": self._sink.dropped}
+        self.parts["spans"].counts = {**self._span_counts.to_json(), "spans_dropped": self._sink.dropped,
+                                      "spans_dropped_ranges_ns": [list(r) for r in self._sink.drop_ranges],
+                                      "spans_window_ns": [self.started_ns, time.time_ns()]}
         self.parts["gc"].counts = {"gc_pauses": self._gc.recorded, "gc_dropped": self._gc.dropped}
 
     def report(self) -> dict[str, Any]:

@@ -126,13 +126,16 @@ class SpanCounts:
     open: int = 0
     long: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    first_start_ns: int | None = None  # the time range the kept spans cover (Unix ns)
+    last_end_ns: int | None = None
 
     def reject(self, why: str) -> None:
         self.rejected[why] = self.rejected.get(why, 0) + 1
 
     def to_json(self) -> dict[str, Any]:
         return {"spans": self.spans, "spans_open": self.open, "spans_over_1h": self.long,
-                "spans_rejected": dict(self.rejected)}
+                "spans_rejected": dict(self.rejected), "spans_first_start_ns": self.first_start_ns,
+                "spans_last_end_ns": self.last_end_ns}
 
 
 MAX_TIME_NS = 2**63 - 1
@@ -169,6 +172,10 @@ def make_record(*, trace_id: Any, span_id: Any, parent_span_id: Any, name: Any, 
 
 def count_record(counts: SpanCounts, record: dict[str, Any]) -> None:
     counts.spans += 1
+    start, end = record["start_ns"], record["end_ns"]
+    counts.first_start_ns = start if counts.first_start_ns is None else min(counts.first_start_ns, start)
+    if end is not None:
+        counts.last_end_ns = end if counts.last_end_ns is None else max(counts.last_end_ns, end)
     if record["end_ns"] is None:
         counts.open += 1
     elif record["end_ns"] - record["start_ns"] > LONG_SPAN_NS:

@@ -24,15 +24,22 @@ from diagnose.agent.inproc.records import SpanRejected, bound_events, make_recor
 
 MAX_QUEUED_SPANS = 100_000
 MAX_OPEN_SPANS = 10_000
+MAX_DROP_RANGES = 32  # beyond it the last range grows over the spans kept in between (conservative)
 
 
 class SpanSink:
-    """Spans of one capture: finished ones queued, open ones tracked for the end of the window."""
+    """Spans of one capture: finished ones queued, open ones tracked for the end of the window.
+
+    A span ending while the queue is full is dropped and counted; ``drop_ranges`` holds the
+    [first, last] end time (Unix ns) of each run of drops, so the analysis knows which stretches
+    of the window its spans do not cover (diagnose/signals/spans/coverage.py)."""
 
     def __init__(self) -> None:
         self.finished: deque = deque()
         self.open: dict[int, Any] = {}
         self.dropped = 0
+        self.drop_ranges: list[list[int]] = []
+        self._dropping = False
 
     def started(self, span: Any) -> None:
         if len(self.open) < MAX_OPEN_SPANS:
@@ -42,8 +49,21 @@ class SpanSink:
         self.open.pop(span.context.span_id, None)
         if len(self.finished) < MAX_QUEUED_SPANS:
             self.finished.append(span)
+            self._dropping = False
         else:
             self.dropped += 1
+            self._note_drop(getattr(span, "end_time", None))
+
+    def _note_drop(self, end_ns: Any) -> None:
+        """Extend the current run of drops, or start one (hot path: no I/O, never raises)."""
+        if type(end_ns) is not int:
+            return
+        ranges = self.drop_ranges
+        if ranges and (self._dropping or len(ranges) >= MAX_DROP_RANGES):
+            ranges[-1][1] = max(ranges[-1][1], end_ns)
+        else:
+            ranges.append([end_ns, end_ns])
+        self._dropping = True
 
     def take_finished(self) -> list[Any]:
         out = []

@@ -40,7 +40,8 @@ def _verdict_words(a: Analysis) -> str:
     if v.quadrant.value == "no_load":
         return "No load"
     if v.quadrant.value == "unknown":
-        return "No verdict"
+        veto = next((f for f in a.findings if f.blocks_verdict), None)
+        return f"No verdict, {veto.title[:1].lower() + veto.title[1:]}" if veto else "No verdict"
     mixed = f" with {v.mixed_with.value}" if v.mixed_with else ""
     return f"{v.quadrant.value.capitalize()}-bound{mixed}" + (f", act on the {v.layer.value} layer" if v.layer else "")
 
@@ -85,7 +86,10 @@ class MarkdownRenderer(Renderer):
                 f"{code(k)} = {v:g}" for k, v in overrides.items()) + ".", ""]
         if a.data_quality.get("traces_apart"):
             out += [f"**Warning:** {text(a.data_quality['traces_apart'])}.", ""]
-        out += [line for note in _quality_notes(a.data_quality) for line in (f"**Data quality:** {text(note)}.", "")]
+        warnings = [w for w in a.data_quality.get("warnings") or [] if isinstance(w, dict) and w.get("text")]
+        notes = [*_quality_notes(a.data_quality), *(str(w["text"]) for w in warnings)]
+        if notes:
+            out += ["**Data quality:**", ""] + [f"- {text(_sentence(n))}" for n in notes] + [""]
         return out + [when, "", f"Target command: {code(cmd)}", ""]
 
     def _cost(self, report: Report) -> list[str]:
@@ -192,14 +196,17 @@ class MarkdownRenderer(Renderer):
             [c.get("name"), c.get("state"), c.get("reason") or "-",
              ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
             for c in m.get("collectors", [])])
-        dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, [])}
+        dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, []) and k != "warnings"}  # in the head
         return out + [f"- {k.replace('_', ' ')}: {text(_plain(v))}" for k, v in dq.items()] + [""]
 
     def _environment(self, report: Report) -> list[str]:
         from diagnose.render.markdown.environment import environment_bits
 
         m = report.manifest
-        collectors = ", ".join(f"{c.get('name')} {c.get('state')}" for c in m.get("collectors", []))
+        flagged = {str(n) for w in report.analysis.data_quality.get("warnings") or [] if isinstance(w, dict)
+                   for n in w.get("collectors") or ()}
+        collectors = ", ".join(f"{c.get('name')} {c.get('state')}" + (" (see data quality)" if c.get("name") in flagged
+                                                                      else "") for c in m.get("collectors", []))
         return ["## Environment", "", "; ".join(environment_bits(report)) + ".", "",
                 f"Collectors: {text(collectors)}.", ""]
 
@@ -233,6 +240,10 @@ MAX_NAME_CHARS = 300  # a frame or thread name the target made longer still fits
 
 def _cut(name: str) -> str:
     return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS - 1] + "…"
+
+
+def _sentence(s: str) -> str:
+    return (s[:1].upper() + s[1:]).rstrip(".") + "."
 
 
 def _size(lines: list[str]) -> int:

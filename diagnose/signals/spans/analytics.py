@@ -177,20 +177,40 @@ def excluded(ss: SpanSet) -> dict[str, Any] | None:
             "names": sorted({r.span.name for r in ss.lifetime})[:MAX_GROUPS]}
 
 
-def request_summary(ss: SpanSet, window: tuple[int, int] | None) -> dict[str, Any]:
+def _concurrency_over(starts: np.ndarray, ends: np.ndarray,
+                      parts: tuple[tuple[int, int], ...]) -> dict[str, float | None]:
+    """``concurrency`` over several disjoint parts: the time-weighted mean, the largest peak."""
+    each = [(b - a, concurrency(starts, ends, a, b)) for a, b in parts if b > a]
+    known = [(w, c) for w, c in each if c["mean"] is not None]
+    if not known:
+        return {"mean": None, "max": None}
+    total = sum(w for w, _ in known)
+    return {"mean": sum(w * (c["mean"] or 0.0) for w, c in known) / total,
+            "max": max(c["max"] or 0.0 for _, c in known)}
+
+
+def request_summary(ss: SpanSet, window: tuple[int, int] | None,
+                    covered: tuple[tuple[int, int], ...] | None = None) -> dict[str, Any]:
     """Latency, QPS, concurrency vs Little's law, stage shares, per root name. Server-lifetime
-    roots are not requests (``lifetime_excluded`` says how many and why)."""
+    roots are not requests (``lifetime_excluded`` says how many and why).
+
+    ``covered``: the parts of the window the spans cover when a producer dropped some
+    (signals/spans/coverage.py): only requests ending there count, QPS is per covered second and
+    concurrency the time-average over the covered parts; ``window_s`` is then the covered time."""
     reqs = ss.requests
+    if covered is not None:
+        reqs = [r for r in reqs if any(a <= r.span.end_ns <= b for a, b in covered)]
     if not reqs:
         return {"requests": 0, "lifetime_excluded": excluded(ss)}
     dur = np.array([r.span.dur_ns for r in reqs], np.int64)
     starts = np.array([r.span.start_ns for r in reqs], np.int64)
     ends = starts + dur
     lo, hi = window if window else (int(starts.min()), int(ends.max()))
-    span_s = (hi - lo) / 1e9
-    done = int(((ends >= lo) & (ends <= hi)).sum())
+    parts = covered if covered is not None else ((lo, hi),)
+    span_s = sum(b - a for a, b in parts) / 1e9
+    done = int(sum(((ends >= a) & (ends <= b)).sum() for a, b in parts))
     qps = done / span_s if span_s > 0 else None
-    conc = concurrency(starts, ends, lo, hi)
+    conc = _concurrency_over(starts, ends, parts)
     little = qps * dur.mean() / 1e9 if qps is not None else None
     total = int(dur.sum())
     stage_total = {st: sum(r.stage_ns.get(st, 0) for r in reqs) for st in STAGES}

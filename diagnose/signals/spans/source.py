@@ -22,9 +22,13 @@ def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) 
             out[n] = missing(n, "%", SRC, reason)
         return out
     lat = summary["latency"]
-    out = {n: Signal(n, lat[k], "ms", SRC + f", {lat['count']} requests") for n, k in LATENCY}
-    out["spans.requests"] = Signal("spans.requests", float(summary["requests"]), "requests", SRC)
-    out["spans.qps"] = Signal("spans.qps", summary["qps"], "1/s", SRC + ", requests ended per second of the window")
+    cov = summary.get("coverage")
+    part = (f" (spans dropped: over the {cov['covered_s']:.2f} s of the {cov['window_s']:.2f} s window the kept "
+            "spans cover)") if cov else ""
+    out = {n: Signal(n, lat[k], "ms", SRC + f", {lat['count']} requests{part}") for n, k in LATENCY}
+    out["spans.requests"] = Signal("spans.requests", float(summary["requests"]), "requests", SRC + part)
+    out["spans.qps"] = Signal("spans.qps", summary["qps"], "1/s", SRC + ", requests ended per second of the "
+                              + ("covered part of the window" + part if cov else "window"))
     out["spans.in_flight_mean"] = Signal("spans.in_flight_mean", summary["in_flight_measured_mean"], "requests",
                                          SRC + ", time-average of open requests (sweep)")
     out["spans.in_flight_littles_law"] = Signal("spans.in_flight_littles_law", summary["in_flight_littles_law"],

@@ -182,8 +182,11 @@ def collectors_table(manifest: dict[str, Any]) -> TableVM:
 
 
 def quality_table(data_quality: dict[str, Any]) -> TableVM:
-    rows = tuple((k.replace("_", " "), fmt_cell(v)) for k, v in data_quality.items()
-                 if v not in (None, {}, []))
+    """The warnings first (one row each, diagnose/verdict/data_quality.py), then every figure."""
+    warned = tuple(("warning", str(w["text"])) for w in data_quality.get("warnings") or ()
+                   if isinstance(w, dict) and w.get("text"))
+    rows = warned + tuple((k.replace("_", " "), fmt_cell(v)) for k, v in data_quality.items()
+                          if k != "warnings" and v not in (None, {}, []))
     return TableVM("data quality", ("figure", "value"), rows, "no data-quality figures")
 
 

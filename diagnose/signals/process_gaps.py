@@ -1,0 +1,45 @@
+"""Gaps in the process collector's readings (pure).
+
+The process collector reads /proc every ``period_s`` (each record says its own, since the overhead
+budget can change it; older bundles: the manifest's ``process_hz``). A reading missing for more
+than GAP_PERIODS periods (a saturated host, a slow /proc, a stopped collector thread) leaves the
+thread states, CPU times and connections of that stretch unknown: counted and stated.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+GAP_PERIODS = 3.0
+MAX_LISTED = 3
+
+
+def _period(record: dict[str, Any], default_s: float | None) -> float | None:
+    p = record.get("period_s")
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 3600:
+        return float(p)
+    return default_s
+
+
+def process_gaps(records: Iterable[dict[str, Any]], default_period_s: float | None) -> dict[str, Any]:
+    """Data-quality entries for readings ``t_ns``-ordered: how many gaps longer than GAP_PERIODS
+    periods, the longest and their total (s), and a statement when there is one."""
+    times = [(r["t_ns"], _period(r, default_period_s)) for r in records
+             if type(r.get("t_ns")) is int and 0 < r["t_ns"] < 2**63]
+    times.sort()
+    gaps = [((b - a) / 1e9, p) for (a, p), (b, _) in zip(times, times[1:]) if p and (b - a) / 1e9 > GAP_PERIODS * p]
+    if not gaps:
+        return {"process_gaps": 0} if len(times) > 1 else {}
+    longest = max(g for g, _ in gaps)
+    total = sum(g for g, _ in gaps)
+    period = min(p for _, p in gaps if p)
+    return {
+        "process_gaps": len(gaps), "process_gap_max_s": round(longest, 2), "process_gaps_total_s": round(total, 2),
+        "process_gaps_statement": (
+            f"the process collector missed readings {len(gaps)} time(s) for longer than {GAP_PERIODS:g}x its "
+            f"{period:g} s interval (longest {longest:.1f} s, {total:.1f} s in all): thread states, CPU and "
+            "connections are unknown there"),
+    }
+
+
+__all__ = ["GAP_PERIODS", "process_gaps"]

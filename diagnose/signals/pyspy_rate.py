@@ -1,0 +1,121 @@
+"""py-spy's achieved sampling rate per thread, and windows that overran (pure).
+
+py-spy reads every thread's stack in each sampling round and counts one sample per thread-stack.
+With many threads, or on a saturated host, a round takes longer than the period asked for: each
+thread is then sampled less often than ``--rate``, and a window of ``--duration`` seconds (py-spy
+counts rounds, not seconds) runs longer. A window's achieved rate per thread is its samples /
+threads / sampled seconds (first to last event). Inputs: the PYSPY index records (``rate_hz``
+asked, ``samples``, ``window_s`` asked, ``ended_by``) and the stacks rebuilt from each window.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.signals.stacks import Segment
+
+UNDERSAMPLED_SHARE = 0.25  # below this share of the asked rate, stack findings lose confidence
+MANY_THREADS = 50  # a round over this many threads is a reason py-spy falls behind
+HOST_SATURATED_PCT = 90.0
+OVERRUN_SLACK_S = 1.0  # a window sampling max(1 s, 25%) longer than asked overran
+OVERRUN_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class WindowRate:
+    """One py-spy window: ``sampled_s`` from its first to its last event; ``asked_s`` the
+    ``--duration`` it was given (None in bundles older than the field)."""
+
+    window: int
+    asked_hz: float
+    threads: int
+    samples: int
+    sampled_s: float
+    asked_s: float | None
+
+    @property
+    def achieved_hz(self) -> float | None:
+        """Samples per second per thread, or None without threads or sampled time."""
+        return self.samples / self.threads / self.sampled_s if self.threads and self.sampled_s > 0 else None
+
+    @property
+    def overran(self) -> bool:
+        return self.asked_s is not None and self.sampled_s > self.asked_s + max(OVERRUN_SLACK_S,
+                                                                                OVERRUN_SHARE * self.asked_s)
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53 else None
+
+
+def window_rate(record: dict[str, Any], segments: Iterable[Segment],
+                default_asked_s: float | None) -> WindowRate | None:
+    """The rate of one window, or None when its record has no usable rate or sample count."""
+    segs = list(segments)
+    asked_hz, samples = _number(record.get("rate_hz")), _number(record.get("samples"))
+    if not segs or not asked_hz or samples is None:
+        return None
+    first = _number(record.get("first_ts_us"))
+    first = min(s.start_us for s in segs) if first is None else first
+    last = _number(record.get("last_ts_us")) or max(s.end_us for s in segs)
+    threads = len({(s.pid, s.tid) for s in segs})
+    asked_s = _number(record.get("window_s"))
+    window = _number(record.get("window"))
+    return WindowRate(int(window or 0), asked_hz, threads, int(samples), max(0.0, (last - first) / 1e6),
+                      asked_s if asked_s is not None else default_asked_s)
+
+
+def rate_quality(rates: list[WindowRate], requested_hz: float | None, host_cpu_pct: float | None,
+                 lowered_by: str | None = None) -> dict[str, Any]:
+    """Data-quality entries: the achieved rate per thread over all windows (thread-time weighted),
+    its share of the rate the user requested (``requested_hz``, ``--rate``; else the highest asked
+    of a window) and of the rate asked of py-spy (the overhead budget may lower it: ``lowered_by``
+    says why), the windows that overran, and below UNDERSAMPLED_SHARE of the requested rate the
+    statement of why, for the report and the confidence of stack findings."""
+    usable = [r for r in rates if r.achieved_hz is not None]
+    if not usable:
+        return {}
+    thread_s = sum(r.threads * r.sampled_s for r in usable)
+    samples = sum(r.samples for r in usable)
+    asked = sum(r.threads * r.sampled_s * r.asked_hz for r in usable)
+    achieved = samples / thread_s
+    requested = requested_hz if requested_hz and requested_hz > 0 else max(r.asked_hz for r in usable)
+    overran = [r for r in rates if r.overran]
+    out: dict[str, Any] = {
+        "pyspy_requested_hz": requested, "pyspy_asked_hz": max(r.asked_hz for r in usable),
+        "pyspy_achieved_hz_per_thread": round(achieved, 2),
+        "pyspy_achieved_share_pct": round(100.0 * achieved / requested, 1),
+        "pyspy_achieved_share_of_asked_pct": round(100.0 * samples / asked, 1) if asked else None,
+        "pyspy_threads_max": max(r.threads for r in usable), "pyspy_windows_overran": len(overran),
+        "pyspy_undersampled": None, "pyspy_overran": None,
+    }
+    if overran:
+        out["pyspy_overran"] = (f"{len(overran)} of {len(rates)} py-spy window(s) overran (py-spy counts rounds, "
+                                "not seconds): " + ", ".join(f"window {r.window} sampled {r.sampled_s:.1f} s for "
+                                                             f"{r.asked_s:g} s" for r in overran[:3]))
+    if achieved < UNDERSAMPLED_SHARE * requested:
+        why = _why(out, host_cpu_pct, lowered_by)
+        out["pyspy_undersampled"] = (
+            f"py-spy sampled each thread at {achieved:.2g} Hz, {100 * achieved / requested:.0f}% of the "
+            f"{requested:g} Hz requested ({why}): below {UNDERSAMPLED_SHARE:.0%} of the requested rate, "
+            "stack-based findings lose confidence")
+    return out
+
+
+def _why(q: dict[str, Any], host_cpu_pct: float | None, lowered_by: str | None) -> str:
+    reasons = []
+    if q["pyspy_threads_max"] >= MANY_THREADS:
+        reasons.append(f"{q['pyspy_threads_max']} threads read in each round")
+    if q["pyspy_asked_hz"] < q["pyspy_requested_hz"]:
+        reasons.append(f"the overhead budget asked py-spy for {q['pyspy_asked_hz']:g} Hz"
+                       + (f" ({lowered_by})" if lowered_by else ""))
+    behind = q["pyspy_achieved_share_of_asked_pct"]
+    if behind is not None and behind < 75:
+        reasons.append(f"py-spy reached {behind:.0f}% of the rate it was asked")
+    if host_cpu_pct is not None and host_cpu_pct >= HOST_SATURATED_PCT:
+        reasons.append(f"the host's CPUs were {host_cpu_pct:.0f}% busy")
+    return "; ".join(reasons) or "py-spy fell behind its rounds"
+
+
+__all__ = ["UNDERSAMPLED_SHARE", "WindowRate", "rate_quality", "window_rate"]

@@ -11,6 +11,7 @@ Streams (written by the agent inside the target): SPANS, GC, TORCH and TORCH_TRA
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -48,6 +49,7 @@ class AgentCollector(Collector):
         self._bundle_dir: Path | None = None
         self._out_dir: Path | None = None
         self._staging: Path | None = None  # created by diagnose for a target of another uid
+        self._staging_id: tuple[int, int] | None = None
         self._refused: str | None = None
         self._uid = -1
 
@@ -86,7 +88,7 @@ class AgentCollector(Collector):
             from diagnose.collectors.agent_staging import StagingRefused, create_staging
 
             try:
-                self._staging, out_dir = create_staging(self._handle.path, target.uid)
+                self._staging, out_dir, self._staging_id = create_staging(self._handle.path, target.uid)
             except StagingRefused as exc:
                 raise CollectorError(str(exc)) from None
         try:
@@ -94,13 +96,21 @@ class AgentCollector(Collector):
                 "capture", out_dir=out_dir, duration_s=options.duration_s + GRACE_S,
                 torch_window_s=options.torch_window_s)
         except (OSError, protocol.ProtocolError) as exc:
+            self._remove_staging()
             raise CollectorError(f"the agent of pid {target.pid} did not take the capture: {exc}") from None
         if not reply.get("ok"):
+            self._remove_staging()
             raise CollectorError(f"the agent refused the capture: {reply['error']['message']}")
         said = str(reply.get("out_dir") or out_dir)
         if said != out_dir:  # the reply names no path root acts on
             self._refused = f"the agent wrote to {said[:120]!r}, not the directory diagnose gave it: ignored"
         self._out_dir = Path(out_dir)
+
+    def _remove_staging(self) -> None:
+        """The staging directory diagnose made, if still empty (the agent never took it)."""
+        if self._staging is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._staging)
 
     def counts(self) -> dict[str, Any]:
         return _flat_counts(self._report) if self._report else {}
@@ -153,7 +163,7 @@ class AgentCollector(Collector):
             return self._refused
         skipped: list[str] = []
         try:
-            collect(self._staging, self._bundle_dir, self._uid, skipped)
+            collect(self._staging, self._bundle_dir, self._uid, skipped, self._staging_id)
         except (StagingRefused, OSError) as exc:
             return "; ".join(filter(None, (self._refused, str(exc))))
         left = f"left in the staging directory: {'; '.join(skipped[:5])}" if skipped else None

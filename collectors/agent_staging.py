@@ -20,7 +20,7 @@ import re
 import stat
 from pathlib import Path
 
-from diagnose.bundle.files import _open_private
+from diagnose.bundle.files import _open_private, open_dir
 from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
 
 FILES = (SPANS.name, GC.name, TORCH.name)
@@ -31,6 +31,9 @@ _HEAD, _TAIL = os.path.basename(TORCH_TRACES.pattern or "").split("{seq:04d}")
 TRACE_NAME = re.compile(re.escape(_HEAD) + r"\d{4,6}" + re.escape(_TAIL.removesuffix(".gz")) + r"(?:\.gz)?")
 MAX_FILE_BYTES = 2 << 30  # bounded torch windows (windowplan.py) export far less; larger is not the agent's
 KEEP_FREE_BYTES = 1 << 30  # never fill the bundle's filesystem past this reserve
+MAX_TOTAL_BYTES = 4 << 30  # all staged files together
+MAX_TRACE_FILES = 64  # the agent exports at most windowplan.MAX_WINDOWS traces per capture
+SPARSE_MIN_BYTES = 1 << 20  # a file this large with under half its size on disk has holes: not written
 CHUNK = 1 << 20
 
 
@@ -63,18 +66,23 @@ class StagingRefused(Exception):
     """The staging directory the agent named is not one diagnose may read; the message says why."""
 
 
-def create_staging(socket_route: str, uid: int) -> tuple[Path, str]:
+def create_staging(socket_route: str, uid: int) -> tuple[Path, str, tuple[int, int]]:
     """Create a staging directory for the agent of uid ``uid`` beside its socket; ``socket_route`` is
-    how diagnose reached the socket (``/proc/<pid>/root<path>`` or ``<path>``). Returns the host path
-    (for collect) and the path as the target sees it (for the agent). Raises StagingRefused."""
+    how diagnose reached the socket (``/proc/<pid>/root<path>`` or ``<path>``). The socket's
+    directory is reached component by component inside the target's root without following a
+    symlink of another user (files.open_dir) and must belong to ``uid``. Returns the host path (for
+    collect), the path as the target sees it (for the agent) and the directory's (st_dev, st_ino)
+    (collect takes only that directory). Raises StagingRefused."""
+    m = re.match(r"(/proc/\d+/root)(/.*)", socket_route)
+    root, inside_sock = (m[1], m[2]) if m else (None, socket_route)
     parent = os.path.dirname(socket_route)
     try:
-        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        pfd = open_dir(os.path.dirname(inside_sock), root)
     except OSError as exc:
         raise StagingRefused(f"agent directory {parent}: {exc.strerror}") from None
     try:
         pst = os.fstat(pfd)
-        if pst.st_uid not in (uid, 0):
+        if pst.st_uid != uid:
             raise StagingRefused(f"agent directory {parent} belongs to uid {pst.st_uid}, not to the target's {uid}")
         for n in range(1, 1000):
             name = f"capture-{os.getpid()}-{n}"
@@ -84,14 +92,14 @@ def create_staging(socket_route: str, uid: int) -> tuple[Path, str]:
                 continue
             fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=pfd)
             try:
-                if os.fstat(fd).st_uid != os.geteuid():
+                st = os.fstat(fd)
+                if st.st_uid != os.geteuid():
                     raise StagingRefused(f"{parent}/{name} was swapped before diagnose could hand it over")
                 os.fchown(fd, uid, pst.st_gid)
                 os.fchmod(fd, 0o700)
             finally:
                 os.close(fd)
-            inside = socket_route.split("/root", 1)[1] if re.match(r"/proc/\d+/root/", socket_route) else socket_route
-            return Path(parent) / name, f"{os.path.dirname(inside)}/{name}"
+            return Path(parent) / name, f"{os.path.dirname(inside_sock)}/{name}", (st.st_dev, st.st_ino)
         raise StagingRefused(f"no free staging name in {parent}")
     except OSError as exc:
         raise StagingRefused(f"cannot create a staging directory in {parent}: {exc.strerror}") from None
@@ -99,13 +107,17 @@ def create_staging(socket_route: str, uid: int) -> tuple[Path, str]:
         os.close(pfd)
 
 
-def collect(staging: Path, bundle: Path, uid: int, skipped: list[str] | None = None) -> list[str]:
+def collect(staging: Path, bundle: Path, uid: int, skipped: list[str] | None = None,
+            identity: tuple[int, int] | None = None) -> list[str]:
     """Copy the agent's stream files from ``staging`` into ``bundle``; returns what was copied
-    (relative names). Files that are not the agent's are left alone, each with why in ``skipped``."""
-    fd = _open_dir(staging, uid)
+    (relative names). Files that are not the agent's are left alone, each with why in ``skipped``.
+    ``identity``: (st_dev, st_ino) of the directory create_staging made; any other is refused."""
+    fd = _open_dir(staging, uid, identity)
     skipped = [] if skipped is None else skipped
+    budget = [MAX_TOTAL_BYTES]
     try:
-        copied = _take(fd, bundle, FILES, "", uid, skipped) + _take_traces(fd, bundle, uid, skipped)
+        copied = (_take(fd, bundle, FILES, "", uid, skipped, budget)
+                  + _take_traces(fd, bundle, uid, skipped, budget))
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):  # empty now, unless the target put more there
@@ -113,7 +125,7 @@ def collect(staging: Path, bundle: Path, uid: int, skipped: list[str] | None = N
     return copied
 
 
-def _take_traces(fd: int, bundle: Path, uid: int, skipped: list[str]) -> list[str]:
+def _take_traces(fd: int, bundle: Path, uid: int, skipped: list[str], budget: list[int]) -> list[str]:
     try:
         sub = os.open(TRACE_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
     except OSError:
@@ -122,9 +134,12 @@ def _take_traces(fd: int, bundle: Path, uid: int, skipped: list[str]) -> list[st
         if os.fstat(sub).st_uid != uid:
             return []
         names = sorted(n for n in os.listdir(sub) if TRACE_NAME.fullmatch(n))
+        if len(names) > MAX_TRACE_FILES:  # the agent exports at most windowplan.MAX_WINDOWS
+            skipped.append(f"{len(names) - MAX_TRACE_FILES} trace files past the first {MAX_TRACE_FILES}")
+            names = names[:MAX_TRACE_FILES]
         if names:
             (bundle / TRACE_DIR).mkdir(mode=0o700, exist_ok=True)
-        copied = _take(sub, bundle / TRACE_DIR, names, TRACE_DIR + "/", uid, skipped)
+        copied = _take(sub, bundle / TRACE_DIR, names, TRACE_DIR + "/", uid, skipped, budget)
     finally:
         os.close(sub)
     with contextlib.suppress(OSError):  # only if the agent left nothing else
@@ -132,16 +147,17 @@ def _take_traces(fd: int, bundle: Path, uid: int, skipped: list[str]) -> list[st
     return copied
 
 
-def _open_dir(path: Path, uid: int) -> int:
+def _open_dir(path: Path, uid: int, identity: tuple[int, int] | None) -> int:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    if os.fstat(fd).st_uid != uid:
+    st = os.fstat(fd)
+    if st.st_uid != uid or (identity is not None and (st.st_dev, st.st_ino) != identity):
         os.close(fd)
-        raise StagingRefused(f"staging directory {path} changed owner: ignored")
+        raise StagingRefused(f"staging directory {path} is not the one diagnose made (swapped?): ignored")
     return fd
 
 
 def _take(dir_fd: int, dest: Path, names: tuple[str, ...] | list[str], prefix: str, uid: int,
-          skipped: list[str]) -> list[str]:
+          skipped: list[str], budget: list[int]) -> list[str]:
     out: list[str] = []
     for name in names:
         try:
@@ -157,10 +173,14 @@ def _take(dir_fd: int, dest: Path, names: tuple[str, ...] | list[str], prefix: s
                 # a device, a FIFO, another owner's file or a hard link to one: not the agent's
                 skipped.append(f"{prefix}{name}: not a regular file of uid {uid} with one link")
                 continue
-            if st.st_size > min(MAX_FILE_BYTES, _free_bytes(dest) - KEEP_FREE_BYTES):
+            if st.st_size > min(MAX_FILE_BYTES, budget[0], _free_bytes(dest) - KEEP_FREE_BYTES):
                 skipped.append(f"{prefix}{name}: {st.st_size >> 20} MiB is more than the agent writes or "
                                "the disk can spare: left in place")
                 continue
+            if st.st_size > SPARSE_MIN_BYTES and st.st_blocks * 512 < st.st_size // 2:
+                skipped.append(f"{prefix}{name}: a sparse file (holes), not one the agent wrote: left in place")
+                continue
+            budget[0] -= st.st_size
             with _open_private(dest / name, "wb", exclusive=True) as out_fh:
                 left = st.st_size  # what it held when checked: a file still growing stops there
                 while left > 0 and (chunk := os.read(src, min(CHUNK, left))):

@@ -20,29 +20,33 @@ MAX_SYMLINKS = 40  # as the kernel's own limit on a path walk (ELOOP)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def open_dir(path: Path | str) -> int:
+def open_dir(path: Path | str, root: str | None = None) -> int:
     """A descriptor on the directory ``path``, reached component by component from ``/`` (or the
     working directory) without following a symlink owned by anyone but root or this user, the
     kernel's own rule for sticky directories (fs.protected_symlinks) applied to every component:
     another user cannot point root's writes elsewhere by swapping a directory of theirs for a link.
-    Raises OSError: ELOOP (a symlink of another uid, or too many), ENOTDIR, ENOENT..."""
+    ``root``: resolve the absolute ``path`` inside that directory instead (``/proc/<pid>/root``, a
+    target's view), never leaving it (``..`` refused). Raises OSError: ELOOP (a symlink of another
+    uid, or too many), ENOTDIR, ENOENT, EINVAL (``..`` under ``root``)..."""
     p = os.fspath(path)
     own = _OWN_FD.fullmatch(p)
     if own and int(own[1]) == os.getpid():  # a path of fd_path: the directory we hold, whatever its path now
         fd, p = os.dup(int(own[2])), own[3] or ""
     else:
-        fd = os.open("/" if p.startswith("/") else ".", _DIR_FLAGS)
+        fd = os.open(root or ("/" if p.startswith("/") else "."), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return _walk(fd, [c for c in p.split("/") if c and c != "."], [0], p)
+        return _walk(fd, [c for c in p.split("/") if c and c != "."], [0], p, root)
     except BaseException:
         os.close(fd)
         raise
 
 
-def _walk(fd: int, parts: list[str], links: list[int], whole: str) -> int:
+def _walk(fd: int, parts: list[str], links: list[int], whole: str, root: str | None = None) -> int:
     euid = os.geteuid()
     while parts:
         name = parts.pop(0)
+        if name == ".." and root is not None:
+            raise OSError(errno.EINVAL, f"'..' would leave {root}", whole)
         st = os.lstat(name, dir_fd=fd)
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid not in (0, euid):
@@ -53,7 +57,7 @@ def _walk(fd: int, parts: list[str], links: list[int], whole: str) -> int:
             target = os.readlink(name, dir_fd=fd)
             if target.startswith("/"):
                 os.close(fd)
-                fd = os.open("/", _DIR_FLAGS)
+                fd = os.open(root or "/", os.O_RDONLY | os.O_DIRECTORY)
             parts[:0] = [c for c in target.split("/") if c and c != "."]
             continue
         nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)

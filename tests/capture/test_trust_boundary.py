@@ -74,10 +74,24 @@ def test_staging_is_made_by_diagnose_and_handed_to_the_target(tmp_path):
     runtime.mkdir(mode=0o700)
     os.chown(runtime, NOBODY, NOBODY)
     route = f"/proc/{os.getpid()}/root{runtime}/agent-1.sock"  # how attach reaches a socket in the target's root
-    host, inside = agent_staging.create_staging(route, NOBODY)
+    host, inside, identity = agent_staging.create_staging(route, NOBODY)
     st = os.lstat(host)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o700)
     assert inside == f"{runtime}/{host.name}" and host.name.startswith(f"capture-{os.getpid()}-")
+    assert identity == (st.st_dev, st.st_ino)
+    os.rename(host, runtime / "moved")  # the target swaps in a directory of its own: not collected
+    os.mkdir(host)
+    os.chown(host, NOBODY, NOBODY)
+    with pytest.raises(agent_staging.StagingRefused, match="not the one diagnose made"):
+        agent_staging.collect(host, tmp_path, NOBODY, identity=identity)
+    link_dir = tmp_path / "hop"
+    link_dir.symlink_to("/etc")  # the socket's directory reached through the target's own link
+    os.lchown(link_dir, NOBODY, NOBODY)
+    with pytest.raises(agent_staging.StagingRefused, match="symlink of uid 65534"):
+        agent_staging.create_staging(f"/proc/{os.getpid()}/root{link_dir}/agent-1.sock", NOBODY)
+    assert not list(Path("/etc").glob("capture-*"))
+    with pytest.raises(agent_staging.StagingRefused, match="belongs to uid 0"):  # root's own directory
+        agent_staging.create_staging("/etc/agent-1.sock", NOBODY)
     squatted = tmp_path / "squatted"
     squatted.mkdir()
     os.chown(squatted, 1, 1)  # a directory of a third uid is not the target's
@@ -98,18 +112,21 @@ def test_staging_yields_only_the_agents_own_regular_files(tmp_path, monkeypatch)
     (staging / "torch.jsonl").write_text("not the agent's\n")  # root's own file, not the target's
     traces = staging / agent_staging.TRACE_DIR
     traces.mkdir()
-    (traces / "trace-0001.json").write_text("x" * 4096)  # larger than the bound set below
+    (traces / "trace-0001.json").write_bytes(b"x" * (9 << 20))  # larger than the bound set below
+    with open(traces / "trace-0003.json", "wb") as fh:
+        fh.truncate(4 << 20)  # all holes: a disk filled with zeros the agent never wrote
     (traces / "trace-0002.json").write_text("[]")
     os.link(traces / "trace-0002.json", staging / "extra-link")  # two links: not the agent's own
-    for p in (staging, traces, traces / "trace-0001.json", traces / "trace-0002.json"):
+    for p in (staging, traces, *traces.iterdir()):
         os.lchown(p, NOBODY, NOBODY)
-    monkeypatch.setattr(agent_staging, "MAX_FILE_BYTES", 1024)
+    monkeypatch.setattr(agent_staging, "MAX_FILE_BYTES", 8 << 20)
     skipped: list[str] = []
     copied = agent_staging.collect(staging, bundle, NOBODY, skipped)
     assert copied == []
     assert sorted(p.name for p in bundle.rglob("*") if p.is_file()) == []
     assert secret.read_text() == "root only\n" and (staging / "torch.jsonl").exists()  # nothing of root's removed
     reasons = " | ".join(skipped)
+    assert "trace-0003.json: a sparse file" in reasons
     for name in ("spans.jsonl", "gc.jsonl", "torch.jsonl", "trace-0001.json", "trace-0002.json"):
         assert name in reasons, (name, reasons)
     os.unlink(staging / "extra-link")
@@ -138,6 +155,12 @@ def test_source_lines_only_where_the_target_could_read_them():
     assert read_source(pid, str(private), other) is None
     assert read_source(pid, str(hidden), other) is None
     assert read_source(pid, f"{closed}/../public.py", other) is None
+    (tmp_path / "to-hidden.py").symlink_to(hidden)  # the last component a link past the closed directory
+    (tmp_path / "to-public.py").symlink_to(public)
+    (tmp_path / "via").symlink_to(closed)
+    assert read_source(pid, str(tmp_path / "to-hidden.py"), other) is None
+    assert read_source(pid, str(tmp_path / "via" / "model.py"), other) is None
+    assert read_source(pid, str(tmp_path / "to-public.py"), other) == ["x = 1"]
     assert read_source(pid, "/dev/zero", Credentials(0, frozenset())) is None
     assert read_source(pid, "relative.py", other) is None
     me = Credentials.of(pid)

@@ -55,6 +55,8 @@ def decode_json_spans(doc: Any, counts: SpanCounts) -> Any:
     try:
         return decode_json_doc(doc)
     except OtlpDecodeError as exc:
+        if "nested deeper" in str(exc):  # a hostile shape, not one bad span: the request is refused
+            raise
         whole = exc
     resources = _list(doc, "resourceSpans", "resource_spans")
     if not resources:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -34,17 +33,25 @@ def fail(message: str, code: int = EXIT_USAGE) -> click.exceptions.Exit:
 
 
 def check_out_dir(out: Path) -> Path:
-    """Make sure ``out`` exists and is writable before touching the target."""
+    """Make sure ``out`` exists and is writable before touching the target: created through
+    descriptors (files.make_dirs: never through another user's symlink), then probed by creating
+    and removing a directory of our own in it (root passes access(): /sys, read-only mounts)."""
+    import secrets
+
+    from diagnose.bundle.files import make_dirs
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        fd = make_dirs(out)
     except OSError as exc:
         raise fail(f"cannot create output directory {out}: {exc.strerror}; choose --out DIR you can write") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise fail(f"output directory {out} is not writable; choose --out DIR you can write")
-    try:  # root passes access(): try the real thing (/sys, read-only mounts), then remove our own
-        os.rmdir(tempfile.mkdtemp(prefix=".diagnose-probe-", dir=out))
+    try:
+        probe = f".diagnose-probe-{secrets.token_hex(6)}"
+        os.mkdir(probe, 0o700, dir_fd=fd)
+        os.rmdir(probe, dir_fd=fd)
     except OSError as exc:
         raise fail(f"cannot create a bundle in {out}: {exc.strerror}; choose --out DIR you can write") from None
+    finally:
+        os.close(fd)
     return out
 
 
@@ -465,7 +472,9 @@ def sweep(url: str | None, rates: str | None, rate_from: float | None, rate_to: 
     import json
 
     from diagnose.capacity import sweep as sweeps
+    from diagnose.capture.stop import restore_signal_handlers
 
+    restore_signal_handlers()  # a signal unwinds, so a --command step's child is stopped
     progress = (lambda s: click.echo(sweeps.step_row(s), err=True)) if sys.stderr.isatty() else None
     try:
         driver = sweeps.make_driver(url, command, method, connections, warmup_s)
@@ -672,9 +681,9 @@ def entry() -> None:
     """The console script: ``main``, with an unexpected exception as exit code 4, never 1."""
     import traceback
 
-    from diagnose.capture.stop import restore_signal_handlers
+    from diagnose.capture.stop import default_signal_actions
 
-    restore_signal_handlers()  # until a capture installs its own: 128 + N, never click's "Aborted!" (1)
+    default_signal_actions()  # until a capture or the demo installs its own: 128 + N at once, never "Aborted!"
     try:
         main(standalone_mode=True)
     except SystemExit:

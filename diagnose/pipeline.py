@@ -149,7 +149,15 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
 
     def finish(result: CaptureResult) -> Report:  # once, whoever asks first (view or here)
         if not finished:
-            finished.append(analyse(result.bundle_path, request.overrides))
+            source = result.source()
+            if source != result.bundle_path:
+                import sys
+
+                real = os.path.realpath(source)
+                sys.stderr.write(f"diagnose: warning: {result.bundle_path} no longer names the bundle directory "
+                                 f"(a component of --out was swapped during the capture); it is now at {real} "
+                                 "and is analysed there\n")
+            finished.append(analyse(source, request.overrides))
             try:
                 write_documents(finished[0], result.bundle_identity)
             except DocumentsNotWritten as exc:
@@ -160,14 +168,17 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
         return finished[0]
 
     os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
-    with AttachLock(request.pid, target.uid):
+    with AttachLock(request.pid):
         capture = Capture(target, request.options, request.out_dir, list(request.command))
         signals.bundle = lambda: capture.bundle_path
         result, _ = view.run(capture, signals.stop, finish)
     # Still under the stop handlers: a signal now warns, a second one aborts (naming the bundle).
     # The view's Report, or made now; raises if it cannot be written.
     signals.finishing = True
-    return Attached(result, finish(result))
+    try:
+        return Attached(result, finish(result))
+    finally:
+        result.close()
 
 
 __all__ = ["AttachRequest", "Attached", "CaptureView", "DOCUMENTS", "DocumentsNotWritten", "Report",

@@ -34,35 +34,59 @@ def open_dir(path: Path | str, root: str | None = None) -> int:
         fd, p = os.dup(int(own[2])), own[3] or ""
     else:
         fd = os.open(root or ("/" if p.startswith("/") else "."), os.O_RDONLY | os.O_DIRECTORY)
+    return _walk(fd, [c for c in p.split("/") if c and c != "."], [0], p, root)
+
+
+def make_dirs(path: Path | str) -> int:
+    """``open_dir(path)``, creating the missing directories (0700) on the way through descriptors,
+    so no component is created through another user's symlink (``mkdir -p`` would follow it).
+    Returns a descriptor on ``path``. Raises OSError as open_dir, and what mkdir raises."""
+    p = os.fspath(path)
+    fd = os.open("/" if p.startswith("/") else ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return _walk(fd, [c for c in p.split("/") if c and c != "."], [0], p, root)
+        for name in [c for c in p.split("/") if c and c != "."]:
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            nxt = _walk(os.dup(fd), [name], [0], p)
+            os.close(fd)
+            fd = nxt
+        return fd
     except BaseException:
         os.close(fd)
         raise
 
 
 def _walk(fd: int, parts: list[str], links: list[int], whole: str, root: str | None = None) -> int:
+    """Walk ``parts`` from ``fd``, which it owns (closed on the way, and on error); returns the
+    descriptor it ends on."""
     euid = os.geteuid()
-    while parts:
-        name = parts.pop(0)
-        if name == ".." and root is not None:
-            raise OSError(errno.EINVAL, f"'..' would leave {root}", whole)
-        st = os.lstat(name, dir_fd=fd)
-        if stat.S_ISLNK(st.st_mode):
-            if st.st_uid not in (0, euid):
-                raise OSError(errno.ELOOP, f"{name!r} is a symlink of uid {st.st_uid}, not followed", whole)
-            links[0] += 1
-            if links[0] > MAX_SYMLINKS:
-                raise OSError(errno.ELOOP, "too many symlinks", whole)
-            target = os.readlink(name, dir_fd=fd)
-            if target.startswith("/"):
-                os.close(fd)
-                fd = os.open(root or "/", os.O_RDONLY | os.O_DIRECTORY)
-            parts[:0] = [c for c in target.split("/") if c and c != "."]
-            continue
-        nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    try:
+        while parts:
+            name = parts.pop(0)
+            if name == ".." and root is not None:
+                raise OSError(errno.EINVAL, f"'..' would leave {root}", whole)
+            st = os.lstat(name, dir_fd=fd)
+            if stat.S_ISLNK(st.st_mode):
+                if st.st_uid not in (0, euid):
+                    raise OSError(errno.ELOOP, f"{name!r} is a symlink of uid {st.st_uid}, not followed", whole)
+                links[0] += 1
+                if links[0] > MAX_SYMLINKS:
+                    raise OSError(errno.ELOOP, "too many symlinks", whole)
+                target = os.readlink(name, dir_fd=fd)
+                if target.startswith("/"):
+                    nxt = os.open(root or "/", os.O_RDONLY | os.O_DIRECTORY)
+                    os.close(fd)
+                    fd = nxt
+                parts[:0] = [c for c in target.split("/") if c and c != "."]
+                continue
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
         os.close(fd)
-        fd = nxt
+        raise
     return fd
 
 
@@ -211,5 +235,5 @@ def read_inside(root: Path, name: str, limit: int) -> bytes:
     return data
 
 
-__all__ = ["fd_path", "file_kind", "open_dir", "open_inside", "read_inside", "read_regular_file",
+__all__ = ["fd_path", "file_kind", "make_dirs", "open_dir", "open_inside", "read_inside", "read_regular_file",
            "write_private_bytes", "write_private_text"]

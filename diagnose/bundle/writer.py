@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from diagnose.bundle.files import _open_private, fd_path, open_dir, write_private_text
+from diagnose.bundle.files import _open_private, fd_path, make_dirs, open_dir, write_private_text
 from diagnose.bundle.manifest import MANIFEST, Manifest
 
 IMPORT_LABEL = "import"  # bundle_dir_name label of a bundle built from files (``diagnose analyze FILES``)
@@ -35,8 +35,7 @@ def create_bundle_dir(out_dir: Path, label: int | str, when: datetime) -> Path:
 def _create_dir(out_dir: Path, label: int | str, when: datetime) -> tuple[Path, int]:
     """create_bundle_dir, keeping a descriptor on the new directory (created through a descriptor
     on ``out_dir`` reached by files.open_dir: no symlink of another user followed)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    parent = open_dir(out_dir)
+    parent = make_dirs(out_dir)
     try:
         base = bundle_dir_name(label, when)
         suffix = 1

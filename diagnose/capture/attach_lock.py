@@ -7,9 +7,9 @@ Two locks, held together for the whole capture:
   or dies (nothing stale, nothing on disk). Any local user can bind that name first, so when it is
   taken the holder is identified: connect and read SO_PEERCRED, or, when it does not accept (it
   only bound the name, or its backlog is full), find the process holding the socket's inode in
-  ``/proc``. A holder of our uid, root or the target's uid is a capture: refused. Anyone else (or
-  the target itself) is a squatter: one warning line naming its pid and uid, and the capture goes
-  on under the second lock;
+  ``/proc``. A holder of our uid or root is a capture: refused. Anyone else (the target's own uid
+  included, when we are root: a hostile target must not be able to stop its own diagnosis) is a
+  squatter: one warning line naming its pid and uid, and the capture goes on under the second lock;
 - a ``flock`` on ``attach-<pid>.lock`` in our private runtime directory (diagnose.capture.rundir),
   which no other user can create, open or lock.
 
@@ -50,9 +50,8 @@ class AttachLock:
     """Context manager; ``__enter__`` raises TargetError (one line, exit code 2) when another
     capture holds the target, or when no lock at all can be taken."""
 
-    def __init__(self, pid: int, target_uid: int | None = None, warn: Callable[[str], None] = _stderr):
+    def __init__(self, pid: int, warn: Callable[[str], None] = _stderr):
         self.pid = pid
-        self.target_uid = target_uid
         self.warn = warn
         self._sock: socket.socket | None = None
         self._file: tuple[int, Path] | None = None
@@ -100,14 +99,15 @@ class AttachLock:
 
     def _judge_holder(self) -> str:
         holder = _holder(self.pid)
-        allowed = {os.getuid(), 0} | ({self.target_uid} if self.target_uid is not None else set())
-        # the target itself holding its own name is hiding from diagnosis, not capturing
+        # root or ourselves: a capture. The target's uid is not trusted by root: a hostile target (or a
+        # sibling of it) holding the name would otherwise stop root from ever diagnosing it
+        allowed = {os.getuid(), 0}
         if holder is not None and holder[1] in allowed and holder[0] != self.pid:
             raise TargetError(f"another diagnose capture (pid {holder[0]}, uid {holder[1]}) is already "
                               f"attached to pid {self.pid}; wait for it to finish or stop it")
         who = f"pid {holder[0]} (uid {holder[1]})" if holder else "a process diagnose cannot identify"
         return (f"the attach lock of pid {self.pid} (abstract socket @{socket_name(self.pid)[1:]}) is held by "
-                f"{who}, not by a capture of root, uid {os.getuid()} or the target's uid")
+                f"{who}, not by a capture of root or uid {os.getuid()}")
 
 
 def _holder(pid: int) -> tuple[int, int] | None:

@@ -5,6 +5,7 @@ Every collector is isolated: a failure in one is recorded in the manifest and th
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -41,6 +42,30 @@ class CaptureResult:
     statuses: list[CollectorStatus]
     partial: bool
     bundle_identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the directory the capture wrote
+    dir_fd: int | None = None  # a descriptor on it (the caller closes it), wherever another user moves it
+
+    def source(self) -> Path:
+        """Where to read the bundle: its path while that still names the directory the capture
+        wrote, else that directory through ``dir_fd`` (another user swapped a component of
+        ``--out`` during the capture)."""
+        from diagnose.bundle.files import fd_path, open_dir
+
+        if self.dir_fd is None or self.bundle_identity is None:
+            return self.bundle_path
+        try:
+            fd = open_dir(self.bundle_path)
+            st = os.fstat(fd)
+            os.close(fd)
+            if (st.st_dev, st.st_ino) == self.bundle_identity:
+                return self.bundle_path
+        except OSError:
+            pass
+        return fd_path(self.dir_fd)
+
+    def close(self) -> None:
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+            self.dir_fd = None
 
     @property
     def captured_anything(self) -> bool:
@@ -83,9 +108,9 @@ class Capture:
             s.state == CollectorState.PARTIAL for s in final
         )
         self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial, meter.finish())
-        identity = writer.identity
+        identity, dir_fd = writer.identity, os.dup(writer.fd)
         writer.close()
-        return CaptureResult(writer.path, end_reason, final, partial, identity)
+        return CaptureResult(writer.path, end_reason, final, partial, identity, dir_fd)
 
     def _probe_and_start(self, collectors: tuple[Collector, ...], writer: BundleWriter) -> dict[str, CollectorStatus]:
         def probe_start(c: Collector) -> CollectorStatus:

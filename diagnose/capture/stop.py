@@ -172,6 +172,14 @@ def restore_signal_handlers() -> None:
         signal.signal(sig, _exit_on_signal)
 
 
+def default_signal_actions() -> None:
+    """For commands with nothing to clean up (analyze, report, compare...): the kernel's own action,
+    so a signal ends diagnose at once with 128 + its number even inside a long C call (a Python
+    handler runs only between bytecodes: parsing a huge hostile file would delay it by minutes)."""
+    for sig, _ in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def ignore_stop_signals() -> None:
     """Right before diagnose exits with its report written: the tail of a burst changes nothing.
     (Python's finalization resets Python-level handlers to the default action, and a signal then

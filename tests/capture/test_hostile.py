@@ -215,7 +215,7 @@ def test_import_of_hostile_files_is_one_line_exit_2(tmp_path):
     deep.write_text("[" * 30000)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for path, words in ((deep, "malformed content"), (fifo, "not a regular file")):
+    for path, words in ((deep, "not a recognised artifact"), (fifo, "not a regular file")):
         res = run_diagnose("analyze", str(path), "--out", str(tmp_path / "out"))
         assert res.returncode == 2, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and words in res.stderr

@@ -75,22 +75,22 @@ def bind_name(pid: int, listen: bool):
 def test_a_squatter_of_another_uid_does_not_hold_the_attach_lock(private_run, sleeper, listen):
     warned: list[str] = []
     with AsUid(NOBODY, bind_name(sleeper.pid, listen)) as squatter:
-        with AttachLock(sleeper.pid, 0, warn=warned.append):
+        with AttachLock(sleeper.pid, warn=warned.append):
             assert len(warned) == 1, warned
             assert f"pid {squatter} (uid {NOBODY})" in warned[0] and "ignored" in warned[0]
             # a genuine second capture of the same uid is still refused, squatter or not
             with pytest.raises(TargetError, match="already attached"):
-                with AttachLock(sleeper.pid, 0, warn=warned.append):
+                with AttachLock(sleeper.pid, warn=warned.append):
                     pass
-        with AttachLock(sleeper.pid, 0, warn=warned.append):  # released: taken again
+        with AttachLock(sleeper.pid, warn=warned.append):  # released: taken again
             pass
 
 
 @needs_root
 def test_a_genuine_holder_of_the_socket_still_refuses_a_second_capture(private_run, sleeper):
-    with AttachLock(sleeper.pid, 0, warn=pytest.fail):
+    with AttachLock(sleeper.pid, warn=pytest.fail):
         with pytest.raises(TargetError, match=f"capture \\(pid {os.getpid()}, uid 0\\) is already attached"):
-            with AttachLock(sleeper.pid, 0, warn=pytest.fail):
+            with AttachLock(sleeper.pid, warn=pytest.fail):
                 pass
     assert not (private_run / "diagnose" / f"attach-{sleeper.pid}.lock").exists()  # nothing left behind
 
@@ -180,7 +180,7 @@ def test_a_target_holding_its_own_lock_name_cannot_hide_from_diagnosis(private_r
     try:
         assert target.stdout is not None and target.stdout.readline().strip() == "READY"
         warned: list[str] = []
-        with AttachLock(target.pid, os.getuid(), warn=warned.append):
+        with AttachLock(target.pid, warn=warned.append):
             assert len(warned) == 1 and f"held by pid {target.pid}" in warned[0], warned
     finally:
         target.kill()

@@ -202,3 +202,58 @@ def test_a_target_naming_roots_file_as_its_source_gets_no_line_of_it(tmp_path):
     assert str(secret) in "".join(p.read_text() for p in (bundle / "pyspy").glob("*.json"))  # the frame was seen
     sources = (bundle / "pyspy-sources.jsonl")
     assert "SECRET" not in (sources.read_text() if sources.exists() else "")
+
+
+def test_out_swapped_mid_capture_the_report_lands_in_the_capture_not_in_the_swap(tmp_path):
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from helpers import run_diagnose
+
+    base = tmp_path / "d"
+    base.mkdir()
+    out, evil = base / "out", base / "evil"
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+
+    def swap():  # another user owning d/ moves out/ away and puts a look-alike in its place
+        deadline = time.monotonic() + 20
+        while not (out.is_dir() and any(out.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        name = next(out.iterdir()).name
+        time.sleep(0.5)
+        os.rename(out, base / "out.real")
+        (evil / name).mkdir(parents=True)
+        (evil / name / "manifest.json").write_text(json.dumps({"schema_version": 1}))
+        out.symlink_to(evil)
+
+    t = threading.Thread(target=swap)
+    t.start()
+    try:
+        r = run_diagnose("attach", str(target.pid), "--duration", "3", "--no-tui", "--skip", "pyspy",
+                         "--skip", "agent", "--out", str(out))
+    finally:
+        t.join()
+        target.kill()
+        target.wait()
+    assert r.returncode == 0, r.stderr
+    assert "no longer names the bundle directory" in r.stderr and "out.real" in r.stderr
+    [real] = list((base / "out.real").iterdir())
+    assert (real / "report.md").is_file() and (real / "findings.json").is_file()
+    assert not list(evil.rglob("report.md")) and not list(evil.rglob("findings.json"))
+
+
+@needs_root
+def test_out_through_another_users_link_is_refused_before_anything_is_made(tmp_path):
+    from helpers import run_diagnose
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    link = tmp_path / "out"
+    link.symlink_to(victim)
+    os.lchown(link, NOBODY, NOBODY)
+    r = run_diagnose("attach", str(os.getpid()), "--duration", "1", "--no-tui", "--out", str(link / "made" / "by"))
+    assert r.returncode == 2, r.stderr
+    assert "symlink of uid 65534" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert list(victim.iterdir()) == []

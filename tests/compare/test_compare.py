@@ -17,7 +17,7 @@ from diagnose.compare.gate import GateError, evaluate, parse_fail_on
 from diagnose.compare.perf_file import MARKER, read_state
 from diagnose.pipeline import analyse
 
-WORK, SLOW_WORK = 40, 400  # hashing rounds per request: the slower service does 10x the model work
+WORK, SLOW_WORK = 40, 1000  # hashing rounds per request: the slower service does 25x the model work
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def captures(tmp_path_factory):
     d = tmp_path_factory.mktemp("compare")
     # all three at the same time: sequential captures of this shared VM drift by up to ~40% between
     # runs (noise.py), which is the floor's job; these tests are about what the captures themselves show
-    return tuple(capture_together({d / "base": WORK, d / "again": WORK, d / "slower": SLOW_WORK}))
+    return tuple(capture_together({d / "base": WORK, d / "again": WORK, d / "slower": SLOW_WORK}, seconds=4.0))
 
 
 @pytest.fixture(scope="module")

@@ -51,9 +51,17 @@ def _check_report(report: Any) -> None:
             _bad(f"report part {name[:40]!r} has counts that are not numbers")
 
 
-def _count_value(value: Any) -> bool:
+MAX_COUNT_ITEMS = 10_000  # a list in the counts (e.g. spans_dropped_ranges_ns) is bounded
+
+
+def _count_value(value: Any, depth: int = 0) -> bool:
+    """A count: a scalar, an object of numbers, or a bounded list of scalars or of such lists
+    (time ranges, [t_ns, value] series), two levels at most."""
     if isinstance(value, dict):
         return all(isinstance(v, (int, float)) for v in value.values())
+    if isinstance(value, list):
+        return depth < 2 and len(value) <= MAX_COUNT_ITEMS and all(
+            isinstance(v, _SCALAR) or (isinstance(v, list) and _count_value(v, depth + 1)) for v in value)
     return isinstance(value, _SCALAR)
 
 

@@ -88,8 +88,7 @@ class MarkdownRenderer(Renderer):
             out += [f"**Warning:** {text(a.data_quality['traces_apart'])}.", ""]
         warnings = [w for w in a.data_quality.get("warnings") or [] if isinstance(w, dict) and w.get("text")]
         notes = [*_quality_notes(a.data_quality), *(str(w["text"]) for w in warnings)]
-        if notes:
-            out += ["**Data quality:**", ""] + [f"- {text(_sentence(n))}" for n in notes] + [""]
+        out += [line for n in notes for line in (f"**Data quality:** {text(n.rstrip('.'))}.", "")]
         return out + [when, "", f"Target command: {code(cmd)}", ""]
 
     def _cost(self, report: Report) -> list[str]:

@@ -79,6 +79,7 @@ def test_the_hook_keeps_whole_traces_decided_by_trace_id_alone(sink):
     assert all(trace_key(t) < keep_bound(1 / 4) for t in quarter)
     assert 60 <= len(quarter) <= 140  # ~100 of 400 traces: the key is uniform
     assert sink.sampled_out == 3 * (400 - len(quarter)) and sink.seen == 1200
+    assert not sink.open  # every open span was forgotten at its end (on_end gets a new object: keyed by span id)
 
     assert _kept_traces(sink, 1 / 4, seed=7) == quarter  # the same ids: the same decisions
     eighth = _kept_traces(sink, 1 / 8, seed=7)

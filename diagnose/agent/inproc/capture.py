@@ -316,8 +316,8 @@ class CaptureSession:
         """The spans part's counts: what was recorded, dropped and sampled, and what it cost."""
         sink, budget = self._sink, self._span_budget
         counts = self._span_counts.to_json()
-        if sink.unreadable:
-            counts["spans_rejected"]["unreadable:hook"] = sink.unreadable
+        if sink.unreadable or sink.unreadable_starts:
+            counts["spans_rejected"]["unreadable:hook"] = sink.unreadable + sink.unreadable_starts
         final_level = budget.one_in.bit_length() - 1
         return {**counts, "spans_dropped": sink.dropped,
                 "spans_dropped_ranges_ns": [list(r) for r in sink.drop_ranges],

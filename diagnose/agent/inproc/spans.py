@@ -48,21 +48,28 @@ class SpanSink:
         self.dropped = 0
         self.sampled_out = 0
         self.unreadable = 0  # spans ending without the SDK's context (never seen from the SDK's provider)
+        self.unreadable_starts = 0
         self.taken = 0
         self.drop_ranges: list[list[int]] = []
         self._dropping = False
 
     def started(self, span: Any) -> None:
-        """Hot path (the application's thread): keyed by ``id(span)``, unique while the dict holds
-        the span (reading its context costs more: the trace is judged at its end)."""
-        if len(self.open) < MAX_OPEN_SPANS:
-            self.open[id(span)] = span
+        """Hot path (the application's thread). Keyed by span id: the SDK hands ``on_end`` a new
+        ReadableSpan, not the object ``on_start`` got."""
+        try:
+            ctx = span.context
+            if ctx.trace_id & KEY_MASK < self.bound and len(self.open) < MAX_OPEN_SPANS:
+                self.open[ctx.span_id] = span
+        except (AttributeError, TypeError):
+            self.unreadable_starts += 1
 
     def ended(self, span: Any) -> None:
         """Hot path (the application's thread): O(1), no conversion, never raises."""
-        self.open.pop(id(span), None)
         try:
-            if span.context.trace_id & KEY_MASK >= self.bound:
+            ctx = span.context
+            if self.open:
+                self.open.pop(ctx.span_id, None)
+            if ctx.trace_id & KEY_MASK >= self.bound:
                 self.sampled_out += 1
                 return
         except (AttributeError, TypeError):

@@ -19,7 +19,7 @@ def request_account(signals: dict[str, Signal], details: dict[str, Any]) -> Acco
     if not req.get("requests"):
         return None
     lat = req.get("latency") or {}
-    total_s = req["requests"] * (lat.get("mean_ms") or 0.0) / 1e3
+    total_s = req.get("requests_estimated", req["requests"]) * (lat.get("mean_ms") or 0.0) / 1e3  # sampled: x N
     shares = {}
     for st in STAGES:
         s = signals.get(f"spans.stage_share_pct[{st}]")

@@ -6,6 +6,7 @@ returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tabl
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from fnmatch import fnmatch
 from functools import partial
@@ -33,8 +34,9 @@ from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
-from diagnose.signals.spans.coverage import span_coverage
+from diagnose.signals.spans.coverage import recording_window, span_coverage
 from diagnose.signals.spans.llm import llm_summary
+from diagnose.signals.spans.sampling import agent_sampling, in_sample
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
@@ -245,14 +247,20 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
-    ss = parse_spans(bundle.stream(SPANS))
-    window = _capture_window(bundle)
-    coverage = span_coverage(bundle.manifest.get("collectors") or [], window, ss.spans)
-    summary = request_summary(ss, window, coverage.covered if coverage else None)
+    collectors = bundle.manifest.get("collectors") or []
+    sampling = agent_sampling(collectors)
+    records, left_out = in_sample(bundle.stream(SPANS), sampling)
+    if sampling is not None:
+        sampling = dataclasses.replace(sampling, left_out=left_out)
+    scale = sampling.scale if sampling is not None else 1.0
+    ss = parse_spans(records)
+    window = recording_window(collectors, _capture_window(bundle), {str(r.get("source")) for r in records})
+    coverage = span_coverage(collectors, window, ss.spans)
+    summary = request_summary(ss, window, coverage.covered if coverage else None, scale)
     if coverage is not None and summary.get("requests"):
         summary["coverage"] = {"covered_s": round(coverage.covered_s, 3), "window_s": round(coverage.window_s, 3),
                                "spans_dropped": coverage.dropped}
-    llm = llm_summary(ss.spans, summary.get("window_s"))
+    llm = llm_summary(ss.spans, summary.get("window_s"), scale)
     tail = tail_summary(ss.requests, gc_pauses(bundle.stream(GC)))
     stacks = load_timed_stacks(bundle)
     gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
@@ -277,7 +285,9 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors, "torch_trace_damage": damage,
                "traces_apart": apart["warning"] if apart else None,
                "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
-               "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None}
+               "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None,
+               "spans_sampling": sampling.to_json() if sampling else None,
+               "spans_sampled": sampling.statement() if sampling else None}
     return SourceResult(signals, quality, details)
 
 

@@ -1,16 +1,17 @@
 """Data-quality warnings: what the capture did not measure as asked, stated once (pure).
 
 Each source puts its own statement in the data-quality dict (spans dropped: signals/spans/
-coverage.py; py-spy's achieved rate and overrun windows: signals/pyspy_rate.py; process-collector
-gaps: signals/process_gaps.py). ``warnings`` gathers them, each with the collectors it concerns,
-for the report's first screen, the terminal summary and findings.json (``data_quality.warnings``).
+coverage.py; spans sampled by the agent: signals/spans/sampling.py; py-spy's achieved rate and
+overrun windows: signals/pyspy_rate.py; process-collector gaps: signals/process_gaps.py).
+``warnings`` gathers them, each with the collectors it concerns, for the report's first screen,
+the terminal summary and findings.json (``data_quality.warnings``).
 """
 from __future__ import annotations
 
 from typing import Any
 
 # (data-quality key holding a statement, the collectors it concerns)
-STATEMENTS = (("pyspy_undersampled", ("pyspy",)), ("pyspy_overran", ("pyspy",)),
+STATEMENTS = (("spans_sampled", ("agent",)), ("pyspy_undersampled", ("pyspy",)), ("pyspy_overran", ("pyspy",)),
               ("process_gaps_statement", ("process",)))
 
 

@@ -91,3 +91,23 @@ def test_a_report_part_without_its_reason_is_recorded_not_raised(collector, tmp_
                                    "report": {"parts": {"torch": {"state": "failed", "counts": {}}}}})
     status = c.stop(2)
     assert status.state == CollectorState.FAILED and "breaks the protocol" in status.reason, status
+
+
+def _report(counts: dict) -> dict:
+    return {"ok": True, "state": "done", "report": {"parts": {"spans": {"state": "ok", "reason": None,
+                                                                        "counts": counts}}}}
+
+
+def test_the_agents_list_counts_pass_the_check_and_other_lists_do_not():
+    """Was: every report with the agent's drop ranges (spans_dropped_ranges_ns, a list of [ns, ns])
+    broke the protocol check, so attach called the agent lost. Lists of numbers, or of lists of
+    numbers, bounded in length, are counts; anything else in a list is not."""
+    from diagnose.agent.host.replies import MAX_COUNT_ITEMS, checked
+
+    ok = {"spans_dropped_ranges_ns": [[1, 2], [3, 4]], "spans_window_ns": [1, 5],
+          "spans_keep_history": [[1, 1.0], [2, 0.5]], "spans_dropped_ranges": []}
+    assert checked(_report(ok))["report"]["parts"]["spans"]["counts"] == ok
+    for bad in ([["x", 1]], [[[1]]], [{"a": 1}], [True], list(range(MAX_COUNT_ITEMS + 1)),
+                [list(range(MAX_COUNT_ITEMS + 1))]):
+        with pytest.raises(protocol.ProtocolError, match="counts that are not numbers"):
+            checked(_report({"c": bad}))

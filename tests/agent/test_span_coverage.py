@@ -19,7 +19,9 @@ def _served_per_s(count_file, lo_ns: int, hi_ns: int) -> float:
 
 def test_dropped_spans_are_stated_and_qps_is_over_the_covered_part(service, tmp_path):  # noqa: F811
     counts_file = tmp_path / "served.txt"
-    svc = service("--rate", "3000", "--queue", "300", "--count-file", str(counts_file), workload="span_flood")
+    # the agent's sampling off (--span-share): this test is about the queue overflowing
+    svc = service("--rate", "3000", "--queue", "300", "--span-share", "100", "--count-file", str(counts_file),
+                  workload="span_flood")
     res = run_diagnose("attach", str(svc.pid), "--duration", "2", "--torch-window", "0", "--out",
                        str(tmp_path / "out"), "--no-tui", timeout=150)
     assert res.returncode == 0, res.stderr

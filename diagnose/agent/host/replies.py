@@ -5,8 +5,9 @@ the fields diagnose reads (collectors/agent.py, client.py) have the types it rea
 that code can index them without guarding every access: ``ok`` a bool; when false an ``error``
 object with string ``code`` and ``message``; ``state``, ``out_dir``, ``note`` strings and ``pid`` an
 integer when present; a ``report`` (when present) an object whose ``parts`` map names to objects
-with a string ``state``, a ``reason`` (string or null) and ``counts`` of numbers, strings or objects of
-numbers. Unknown fields are left alone (a newer agent may add some).
+with a string ``state``, a ``reason`` (string or null) and ``counts`` of numbers, strings, objects of
+numbers, or lists (at most MAX_COUNT_ITEMS) of numbers or of such lists (time ranges, the keep
+fraction's history). Unknown fields are left alone (a newer agent may add some).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 from diagnose.agent.inproc.protocol import BAD_REQUEST, ProtocolError
 
 _SCALAR = (str, int, float, bool, type(None))
+MAX_COUNT_ITEMS = 1024  # a list in the counts (drop ranges, keep-fraction history) is short: the agent bounds it
 _OPTIONAL = {"state": str, "out_dir": str, "note": str, "pid": int}
 
 
@@ -51,17 +53,17 @@ def _check_report(report: Any) -> None:
             _bad(f"report part {name[:40]!r} has counts that are not numbers")
 
 
-MAX_COUNT_ITEMS = 10_000  # a list in the counts (e.g. spans_dropped_ranges_ns) is bounded
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _count_value(value: Any, depth: int = 0) -> bool:
-    """A count: a scalar, an object of numbers, or a bounded list of scalars or of such lists
-    (time ranges, [t_ns, value] series), two levels at most."""
+def _count_value(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(v, (int, float)) for v in value.values())
     if isinstance(value, list):
-        return depth < 2 and len(value) <= MAX_COUNT_ITEMS and all(
-            isinstance(v, _SCALAR) or (isinstance(v, list) and _count_value(v, depth + 1)) for v in value)
+        return len(value) <= MAX_COUNT_ITEMS and all(
+            _number(v) or (isinstance(v, list) and len(v) <= MAX_COUNT_ITEMS and all(_number(x) for x in v))
+            for v in value)
     return isinstance(value, _SCALAR)
 
 

@@ -6,6 +6,12 @@ the bundle streams (the hot-path hooks only append to deques), ends the torch wi
 due, and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
 and TORCH_TRACES (diagnose/bundle/streams.py).
 
+Span work is budgeted (spanbudget.py): spans are converted in batches of BATCH_SPANS with the GIL
+given up between batches, for at most DRAIN_SLICE_S per wake (the rest waits in the queue), its CPU
+time measured; over SPAN_CPU_SHARE of a core the sampler keeps fewer traces. When the capture ends
+the hooks are unset at once and at most STOP_DRAIN_S is spent converting what is queued; the rest
+is discarded and counted as dropped, so the target is not left converting after attach returns.
+
 ``report()`` says, per part (torch, spans, gc), ``ok``, ``skipped`` (not requested), ``unavailable``
 or ``failed``, with the reason.
 """
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnose.agent.inproc import spanbudget
 from diagnose.agent.inproc import spans as span_hooks
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.records import SpanCounts, count_record
@@ -28,6 +35,9 @@ from diagnose.bundle.streams import GC, SPANS, TORCH
 
 MAX_CAPTURE_S = 3600.0
 DRAIN_PERIOD_S = 0.25
+BATCH_SPANS = 64  # converted between two yields of the GIL: ~1-2 ms of the capture thread holding it
+DRAIN_SLICE_S = 0.05  # the most one wake spends converting spans (wall time)
+STOP_DRAIN_S = 0.5  # the most the end of a capture spends converting what is still queued
 OK, SKIPPED, UNAVAILABLE, FAILED = "ok", "skipped", "unavailable", "failed"
 
 
@@ -90,6 +100,11 @@ class CaptureSession:
         self._torch_first_at: float | None = None
         self._torch_reason = ""
         self._span_counts = SpanCounts()
+        self._span_budget = spanbudget.SpanBudget(self.started_ns, share=spanbudget.SPAN_CPU_SHARE)
+        self._span_levels = [0] * (spanbudget.MAX_LEVEL + 1)  # spans written, by the halvings they survive
+        self._spans_left_out = 0  # queued under a higher fraction, left out when taken
+        self._spans_discarded = 0  # still queued when the stop's drain ran out
+        self._spans_end_ns: int | None = None  # when the hooks were unset
         self._drained_at = 0.0
 
     @property
@@ -237,39 +252,84 @@ class CaptureSession:
         if self.bridge is not None:
             self.bridge.torch_on = False
 
-    def _drain(self) -> None:
-        stream = self._writer.stream(SPANS.name) if self.request.spans else None
-        finished = self._sink.take_finished()
-        if stream is not None and finished:
-            self._write_spans(stream, finished)
+    def _drain(self, span_limit_s: float | None = None) -> None:
+        """Queued spans (for at most ``span_limit_s``, default DRAIN_SLICE_S) and GC pauses to the streams."""
+        if self.request.spans and self._sink.finished:
+            self._drain_spans(self._writer.stream(SPANS.name), DRAIN_SLICE_S if span_limit_s is None else span_limit_s)
         pauses = self._gc.drain()
         if pauses:
             gc_stream = self._writer.stream(GC.name)
             for p in pauses:
                 gc_stream.write(p)
 
-    def _write_spans(self, stream: Any, spans: list[Any]) -> None:
-        def on_record(rec: dict[str, Any]) -> None:
-            stream.write(rec)
+    def _drain_spans(self, stream: Any, limit_s: float) -> None:
+        """Convert queued spans in batches, yielding the GIL between them, for at most ``limit_s``.
+        The CPU of each batch is charged to the budget (its conversion apart: the cost per span),
+        which may lower the sink's bound."""
+        budget, sink = self._span_budget, self._sink
+        until = time.monotonic() + limit_s
+        while sink.finished:
+            t0 = time.thread_time()
+            kept, left_out = span_hooks.split_kept(sink.take(BATCH_SPANS), budget.bound, self._span_counts.reject)
+            self._spans_left_out += left_out
+            t1 = time.thread_time()
+            written = self._write_spans(stream, kept)
+            t2 = time.thread_time()
+            budget.charge(t2 - t1, written, t1 - t0)
+            if budget.review(time.time_ns(), sink.seen):
+                sink.bound = budget.bound
+            time.sleep(0)  # let the application's threads have the GIL
+            if time.monotonic() >= until:
+                break
+
+    def _write_spans(self, stream: Any, spans: list[tuple[int, Any]]) -> int:
+        """Convert ``(trace key, span)`` pairs and write them in one write; returns how many."""
+        records: list[dict[str, Any]] = []
+
+        def on_record(rec: dict[str, Any], key: int) -> None:
+            records.append(rec)
             count_record(self._span_counts, rec)
+            self._span_levels[spanbudget.level(key)] += 1
 
         span_hooks.convert(spans, on_record, self._span_counts.reject)
+        stream.write_many(records)
+        return len(records)
 
     def _finish(self) -> None:
         if span_hooks.HOOKS.sink is self._sink:
             span_hooks.HOOKS.sink = None
+        self._spans_end_ns = time.time_ns()  # no span is queued after this
         self._gc.remove()
         if self._torch is not None:
             self._stop_torch()
-        self._drain()
+        self._drain(STOP_DRAIN_S)
+        self._spans_discarded = self._sink.discard_queued()
         still_open = self._sink.take_open()
         if still_open and self.request.spans:
-            self._write_spans(self._writer.stream(SPANS.name), still_open)
+            kept = span_hooks.split_kept(still_open, self._span_budget.bound, self._span_counts.reject)[0]
+            self._write_spans(self._writer.stream(SPANS.name), kept)
         self._writer.close()
-        self.parts["spans"].counts = {**self._span_counts.to_json(), "spans_dropped": self._sink.dropped,
-                                      "spans_dropped_ranges_ns": [list(r) for r in self._sink.drop_ranges],
-                                      "spans_window_ns": [self.started_ns, time.time_ns()]}
+        self.parts["spans"].counts = self._spans_json(time.time_ns())
         self.parts["gc"].counts = {"gc_pauses": self._gc.recorded, "gc_dropped": self._gc.dropped}
+
+    def _spans_json(self, now_ns: int) -> dict[str, Any]:
+        """The spans part's counts: what was recorded, dropped and sampled, and what it cost."""
+        sink, budget = self._sink, self._span_budget
+        counts = self._span_counts.to_json()
+        if sink.unreadable or sink.unreadable_starts:
+            counts["spans_rejected"]["unreadable:hook"] = sink.unreadable + sink.unreadable_starts
+        final_level = budget.one_in.bit_length() - 1
+        return {**counts, "spans_dropped": sink.dropped,
+                "spans_dropped_ranges_ns": [list(r) for r in sink.drop_ranges],
+                "spans_window_ns": [self.started_ns, self._spans_end_ns or now_ns],
+                "spans_seen": sink.seen, "spans_sampled_out": sink.sampled_out + self._spans_left_out,
+                "spans_kept": sum(self._span_levels[final_level:]),
+                "spans_discarded_at_stop": self._spans_discarded,
+                "spans_keep_fraction": budget.fraction,
+                "spans_keep_history": [[t, f] for t, f in budget.history],
+                "spans_cpu_s": round(budget.cpu_s, 4),
+                "spans_cpu_pct": round(100 * budget.cpu_share(now_ns), 2),
+                "spans_cpu_budget_pct": round(100 * budget.share, 2)}
 
     def report(self) -> dict[str, Any]:
         return {

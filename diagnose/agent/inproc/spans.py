@@ -6,9 +6,12 @@ on, right after the application calls ``set_tracer_provider``). It is never remo
 way to), so it costs two attribute reads per span while no capture runs.
 
 Threading contract: ``on_start``/``on_end`` run on the application's threads, in its hot path. They
-never raise and never do I/O: a capture's sink only appends the finished ``ReadableSpan`` to a
-bounded deque (full -> counted as dropped); the capture thread converts and writes them.
-opentelemetry is never imported unless the application imported it.
+never raise and never do I/O, and their cost does not depend on the span: a capture's sink reads the
+span's trace id, compares it with the keep bound (spanbudget.py: spans of traces the sampler does
+not keep are counted and left there) and appends the finished ``ReadableSpan`` itself to a bounded
+deque (full -> counted as dropped). Nothing is converted there: the capture thread converts and
+writes the queued spans in small batches. opentelemetry is never imported unless the application
+imported it.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diagnose.agent.inproc.records import SpanRejected, bound_events, make_record
+from diagnose.agent.inproc.spanbudget import KEEP_ALL, KEY_MASK
 
 MAX_QUEUED_SPANS = 100_000
 MAX_OPEN_SPANS = 10_000
@@ -30,29 +34,59 @@ MAX_DROP_RANGES = 32  # beyond it the last range grows over the spans kept in be
 class SpanSink:
     """Spans of one capture: finished ones queued, open ones tracked for the end of the window.
 
-    A span ending while the queue is full is dropped and counted; ``drop_ranges`` holds the
-    [first, last] end time (Unix ns) of each run of drops, so the analysis knows which stretches
-    of the window its spans do not cover (diagnose/signals/spans/coverage.py)."""
+    ``bound``: a span is queued only when its trace's key is below it (spanbudget.py; the capture
+    thread lowers it, the hook only reads it); the others are counted in ``sampled_out``. A span
+    ending while the queue is full is dropped and counted; ``drop_ranges`` holds the [first, last]
+    end time (Unix ns) of each run of drops, so the analysis knows which stretches of the window its
+    spans do not cover (diagnose/signals/spans/coverage.py). Counters are plain ints bumped under
+    the GIL (no switch point inside ``+=`` on CPython 3.10+); ``taken`` is the capture thread's."""
 
     def __init__(self) -> None:
         self.finished: deque = deque()
         self.open: dict[int, Any] = {}
+        self.bound = KEEP_ALL
         self.dropped = 0
+        self.sampled_out = 0
+        self.unreadable = 0  # spans ending without the SDK's context (never seen from the SDK's provider)
+        self.unreadable_starts = 0
+        self.taken = 0
         self.drop_ranges: list[list[int]] = []
         self._dropping = False
 
     def started(self, span: Any) -> None:
-        if len(self.open) < MAX_OPEN_SPANS:
-            self.open[span.context.span_id] = span
+        """Hot path (the application's thread). Keyed by span id: the SDK hands ``on_end`` a new
+        ReadableSpan, not the object ``on_start`` got."""
+        try:
+            ctx = span.context
+            if ctx.trace_id & KEY_MASK < self.bound and len(self.open) < MAX_OPEN_SPANS:
+                self.open[ctx.span_id] = span
+        except (AttributeError, TypeError):
+            self.unreadable_starts += 1
 
     def ended(self, span: Any) -> None:
-        self.open.pop(span.context.span_id, None)
+        """Hot path (the application's thread): O(1), no conversion, never raises."""
+        try:
+            ctx = span.context
+            if self.open:
+                self.open.pop(ctx.span_id, None)
+            if ctx.trace_id & KEY_MASK >= self.bound:
+                self.sampled_out += 1
+                return
+        except (AttributeError, TypeError):
+            self.unreadable += 1
+            return
         if len(self.finished) < MAX_QUEUED_SPANS:
             self.finished.append(span)
             self._dropping = False
         else:
             self.dropped += 1
             self._note_drop(getattr(span, "end_time", None))
+
+    @property
+    def seen(self) -> int:
+        """Spans ended in the target since the capture began, kept or not (approximate while
+        spans end: the counters are read one after the other)."""
+        return self.taken + len(self.finished) + self.sampled_out + self.dropped + self.unreadable
 
     def _note_drop(self, end_ns: Any) -> None:
         """Extend the current run of drops, or start one (hot path: no I/O, never raises)."""
@@ -65,11 +99,30 @@ class SpanSink:
             ranges.append([end_ns, end_ns])
         self._dropping = True
 
-    def take_finished(self) -> list[Any]:
-        out = []
-        while self.finished:
-            out.append(self.finished.popleft())
+    def take(self, limit: int) -> list[Any]:
+        """At most ``limit`` queued spans, oldest first (the capture thread)."""
+        out: list[Any] = []
+        queue = self.finished
+        for _ in range(min(limit, len(queue))):
+            out.append(queue.popleft())
+        self.taken += len(out)
         return out
+
+    def take_finished(self) -> list[Any]:
+        return self.take(len(self.finished))
+
+    def discard_queued(self) -> int:
+        """Drop what is still queued, as dropped spans with their end times' range (the capture
+        ended and its bounded drain is over). Returns how many."""
+        n = 0
+        self._dropping = False
+        while self.finished:
+            span = self.finished.popleft()
+            n += 1
+            self._note_drop(getattr(span, "end_time", None))
+        self.dropped += n
+        self._dropping = False
+        return n
 
     def take_open(self) -> list[Any]:
         spans, self.open = list(self.open.values()), {}
@@ -172,9 +225,30 @@ def span_record(span: Any) -> dict[str, Any]:
     )
 
 
-def convert(spans: list[Any], on_record: Callable[[dict[str, Any]], None],
-            on_reject: Callable[[str], None]) -> None:
+def split_kept(spans: list[Any], bound: int, on_reject: Callable[[str], None]) -> tuple[list[tuple[int, Any]], int]:
+    """``(trace key, span)`` of the spans whose trace key is below ``bound`` (spanbudget.py), and
+    how many it left out (queued under a higher fraction: never converted). A span without the
+    SDK's context goes to ``on_reject``."""
+    kept: list[tuple[int, Any]] = []
+    left_out = 0
     for span in spans:
+        try:
+            key = span.context.trace_id & KEY_MASK
+        except (AttributeError, TypeError) as exc:  # a foreign span type
+            on_reject(f"unreadable:{type(exc).__name__}")
+            continue
+        if key < bound:
+            kept.append((key, span))
+        else:
+            left_out += 1
+    return kept, left_out
+
+
+def convert(spans: list[tuple[int, Any]], on_record: Callable[[dict[str, Any], int], None],
+            on_reject: Callable[[str], None]) -> None:
+    """``on_record(record, key)`` for each ``(key, span)``; ``on_reject(counter key)`` for a span
+    that cannot be a record."""
+    for key, span in spans:
         try:
             record = span_record(span)
         except SpanRejected as exc:
@@ -183,7 +257,7 @@ def convert(spans: list[Any], on_record: Callable[[dict[str, Any]], None],
         except (AttributeError, TypeError, ValueError) as exc:  # a foreign span type
             on_reject(f"unreadable:{type(exc).__name__}")
             continue
-        on_record(record)
+        on_record(record, key)
 
 
 class _ProviderWatch:

@@ -62,12 +62,27 @@ def _num(d: dict[str, Any], key: str) -> float | None:
 
 def _agent_cost(m: dict[str, Any]) -> str:
     """What the in-target agent's torch windows held the target (its own measure of each stop and
-    export, diagnose/agent/inproc/windowplan.py)."""
+    export, diagnose/agent/inproc/windowplan.py) and what its span work cost (spanbudget.py)."""
     agent = next((c for c in m.get("collectors", []) if isinstance(c, dict) and c.get("name") == "agent"), None)
     if agent is None or agent.get("state") not in ("ok", "partial"):
         return ""
     raw = agent.get("counts")
     counts: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    return _torch_cost(counts) + _span_cost(counts)
+
+
+def _span_cost(counts: dict[str, Any]) -> str:
+    cpu_s, pct = _num(counts, "spans_cpu_s"), _num(counts, "spans_cpu_pct")
+    if cpu_s is None or pct is None or not _num(counts, "spans_seen"):
+        return ""
+    budget = _num(counts, "spans_cpu_budget_pct")
+    fraction = _num(counts, "spans_keep_fraction")
+    said = f", budget {budget:g}%" if budget else ""
+    sampled = f", keeping 1 trace in {round(1 / fraction)}" if fraction and 0 < fraction < 1 else ""
+    return f" The agent's span work used {cpu_s:.2f} s of CPU ({pct:.1f}% of a core{said}){sampled}."
+
+
+def _torch_cost(counts: dict[str, Any]) -> str:
     hold, windows = _num(counts, "torch_hold_max_ms"), _num(counts, "torch_traces")
     if hold is None or not windows:
         return " The in-target agent ran no torch window."

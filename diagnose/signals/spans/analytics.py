@@ -190,13 +190,17 @@ def _concurrency_over(starts: np.ndarray, ends: np.ndarray,
 
 
 def request_summary(ss: SpanSet, window: tuple[int, int] | None,
-                    covered: tuple[tuple[int, int], ...] | None = None) -> dict[str, Any]:
+                    covered: tuple[tuple[int, int], ...] | None = None, scale: float = 1.0) -> dict[str, Any]:
     """Latency, QPS, concurrency vs Little's law, stage shares, per root name. Server-lifetime
     roots are not requests (``lifetime_excluded`` says how many and why).
 
     ``covered``: the parts of the window the spans cover when a producer dropped some
     (signals/spans/coverage.py): only requests ending there count, QPS is per covered second and
-    concurrency the time-average over the covered parts; ``window_s`` is then the covered time."""
+    concurrency the time-average over the covered parts; ``window_s`` is then the covered time.
+    ``scale``: N when the spans are a 1-in-N sample of whole traces (signals/spans/sampling.py):
+    QPS and in-flight requests (measured and by Little's law) are the sample's times N and
+    ``requests_estimated`` says the count; ``requests``, the latency and the stage shares stay the
+    sample's."""
     reqs = ss.requests
     if covered is not None:
         reqs = [r for r in reqs if any(a <= r.span.end_ns <= b for a, b in covered)]
@@ -209,13 +213,14 @@ def request_summary(ss: SpanSet, window: tuple[int, int] | None,
     parts = covered if covered is not None else ((lo, hi),)
     span_s = sum(b - a for a, b in parts) / 1e9
     done = int(sum(((ends >= a) & (ends <= b)).sum() for a, b in parts))
-    qps = done / span_s if span_s > 0 else None
-    conc = _concurrency_over(starts, ends, parts)
+    qps = done * scale / span_s if span_s > 0 else None
+    conc = {k: v * scale if v is not None else None for k, v in _concurrency_over(starts, ends, parts).items()}
     little = qps * dur.mean() / 1e9 if qps is not None else None
     total = int(dur.sum())
     stage_total = {st: sum(r.stage_ns.get(st, 0) for r in reqs) for st in STAGES}
+    sampled = {"requests_estimated": len(reqs) * scale, "sampled_one_in": round(scale)} if scale != 1.0 else {}
     return {
-        "requests": len(reqs), "window_s": span_s, "qps": qps,
+        "requests": len(reqs), **sampled, "window_s": span_s, "qps": qps,
         "latency": latency_stats(dur),
         "errors": sum(1 for r in reqs if r.span.status == "error"),
         "in_flight_measured_mean": conc["mean"], "in_flight_measured_max": conc["max"],

@@ -125,6 +125,26 @@ def _recorded(window: Interval, counts: list[dict[str, Any]]) -> Interval:
     return lo, hi
 
 
+def recording_window(collectors: Iterable[Any], window: Interval | None, sources: set[str]) -> Interval | None:
+    """The capture ``window`` cut to when the span producers recorded, when every producer of the
+    spans (``sources``: the records' ``source``) is a collector that says when (``spans_window_ns``:
+    the agent starts after the capture and stops before it); else ``window`` itself. Request
+    statistics over the whole capture window would count its first and last moments as seconds
+    without requests."""
+    if window is None or not sources:
+        return window
+    said: dict[str, Interval] = {}
+    for c in collectors:
+        w = c.get("counts", {}).get("spans_window_ns") if isinstance(c, dict) and isinstance(c.get("counts"), dict) \
+            else None
+        if isinstance(w, list) and len(w) == 2 and (a := _int(w[0])) is not None and (b := _int(w[1])) is not None:
+            said[str(c.get("name"))] = (a, b)
+    if not sources <= said.keys():
+        return window
+    lo, hi = max(window[0], min(said[s][0] for s in sources)), min(window[1], max(said[s][1] for s in sources))
+    return (lo, hi) if hi > lo else window
+
+
 def span_coverage(collectors: Iterable[Any], window: Interval | None, spans: list[Span]) -> SpanCoverage | None:
     """The coverage of the capture ``window`` by the spans kept, from the manifest's collector
     entries; None when no producer dropped a span or there is no window."""
@@ -146,4 +166,4 @@ def span_coverage(collectors: Iterable[Any], window: Interval | None, spans: lis
     return SpanCoverage(window, dropped, gaps, kept, known, producers)
 
 
-__all__ = ["SpanCoverage", "span_coverage"]
+__all__ = ["SpanCoverage", "recording_window", "span_coverage"]

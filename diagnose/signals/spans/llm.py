@@ -47,8 +47,9 @@ def tpot_ns(span: Span, ttft: int | None) -> float | None:
     return (span.dur_ns - ttft) / (tokens - 1)
 
 
-def llm_summary(spans: list[Span], window_s: float | None) -> dict[str, Any]:
-    """TTFT/TPOT percentiles (ms) and output tokens per second over the window."""
+def llm_summary(spans: list[Span], window_s: float | None, scale: float = 1.0) -> dict[str, Any]:
+    """TTFT/TPOT percentiles (ms) and output tokens per second over the window; ``scale``: N when
+    the spans are a 1-in-N sample of traces (the tokens are the sample's times N)."""
     ttft: list[int] = []
     tpot: list[float] = []
     tokens = 0.0
@@ -62,7 +63,7 @@ def llm_summary(spans: list[Span], window_s: float | None) -> dict[str, Any]:
             ttft.append(t)
         if p is not None:
             tpot.append(p)
-        tokens += n or 0.0
+        tokens += (n or 0.0) * scale
 
     def pct(values: Sequence[float]) -> dict[str, float | None]:
         if not values:

@@ -25,12 +25,17 @@ def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) 
     cov = summary.get("coverage")
     part = (f" (spans dropped: over the {cov['covered_s']:.2f} s of the {cov['window_s']:.2f} s window the kept "
             "spans cover)") if cov else ""
-    out = {n: Signal(n, lat[k], "ms", SRC + f", {lat['count']} requests{part}") for n, k in LATENCY}
-    out["spans.requests"] = Signal("spans.requests", float(summary["requests"]), "requests", SRC + part)
+    one_in = summary.get("sampled_one_in")
+    scaled = f", a 1-in-{one_in} sample of traces scaled by {one_in}" if one_in else ""
+    sample = f" (a 1-in-{one_in} sample of traces)" if one_in else ""
+    out = {n: Signal(n, lat[k], "ms", SRC + f", {lat['count']} requests{sample}{part}") for n, k in LATENCY}
+    out["spans.requests"] = Signal("spans.requests", float(summary.get("requests_estimated", summary["requests"])),
+                                   "requests", SRC + (f", {summary['requests']} sampled{scaled}" if one_in else "")
+                                   + part)
     out["spans.qps"] = Signal("spans.qps", summary["qps"], "1/s", SRC + ", requests ended per second of the "
-                              + ("covered part of the window" + part if cov else "window"))
+                              + ("covered part of the window" + part if cov else "window") + scaled)
     out["spans.in_flight_mean"] = Signal("spans.in_flight_mean", summary["in_flight_measured_mean"], "requests",
-                                         SRC + ", time-average of open requests (sweep)")
+                                         SRC + ", time-average of open requests (sweep)" + scaled)
     out["spans.in_flight_littles_law"] = Signal("spans.in_flight_littles_law", summary["in_flight_littles_law"],
                                                 "requests", SRC + ", QPS x mean latency")
     for st in STAGES:

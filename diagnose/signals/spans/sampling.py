@@ -1,0 +1,129 @@
+"""Spans the in-process agent sampled to stay inside its CPU budget (pure).
+
+The agent keeps a trace iff the low 64 bits of its id fall below keep-fraction x 2^64, and lowers
+the fraction (by halving, never raising it) while its span work would take more than its share of
+a core (diagnose/agent/inproc/spanbudget.py). Its manifest counts say the final fraction
+(``spans_keep_fraction``), when it changed (``spans_keep_history``: [Unix ns, fraction] pairs), the
+spans seen and kept, and the CPU its span work used. Spans written while the fraction was higher
+include traces a later, lower fraction would not have kept whole, so the analysis keeps the agent's
+spans of the traces under the *final* fraction only: a uniform sample of whole traces over the
+whole window, 1 in N. Counts and rates (requests, QPS, in-flight, tokens) are scaled by N;
+latency percentiles and stage shares are read from the sample as they are.
+
+Sampled-out spans are not dropped ones (signals/spans/coverage.py): the window stays covered.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.agent.inproc.spanbudget import MIN_KEEP_FRACTION, hex_kept
+
+PRODUCER = "agent"  # the only span producer that samples
+MAX_HISTORY = 64
+
+
+@dataclass(frozen=True)
+class SpanSampling:
+    """``fraction``: the agent's final keep fraction (a power of two, 1/256 .. 1/2); ``history``:
+    (Unix ns, fraction) at each change; ``seen``/``kept``: spans ended in the target during the
+    capture and spans in the final sample, by the agent's count; ``left_out``: spans in the stream
+    the analysis left out (written under a higher fraction); CPU: the agent's span work (s, and
+    % of one core over its capture, against ``budget_pct``)."""
+
+    fraction: float
+    history: tuple[tuple[int, float], ...]
+    seen: int | None
+    kept: int | None
+    left_out: int
+    cpu_s: float | None
+    cpu_pct: float | None
+    budget_pct: float | None
+
+    @property
+    def one_in(self) -> int:
+        return round(1 / self.fraction)
+
+    @property
+    def scale(self) -> float:
+        return 1 / self.fraction
+
+    def statement(self) -> str:
+        budget = f"within {self.budget_pct:g}% of a core" if self.budget_pct is not None else "within its CPU budget"
+        seen = f"{self.seen:,} spans ended in the target, {self.kept:,} kept; " if self.seen and self.kept else ""
+        cost = f" (its span work used {self.cpu_pct:.1f}% of a core)" if self.cpu_pct is not None else ""
+        return (f"spans were sampled 1 in {self.one_in} by the agent, by trace id (whole traces kept), to keep its "
+                f"span work {budget}{cost}: {seen}request counts, QPS and in-flight requests are the sample's "
+                f"scaled by {self.one_in}; latency percentiles and stage shares are the sample's")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"one_in": self.one_in, "keep_fraction": self.fraction, "history": [list(h) for h in self.history],
+                "spans_seen": self.seen, "spans_kept": self.kept, "spans_left_out": self.left_out,
+                "agent_span_cpu_s": self.cpu_s, "agent_span_cpu_pct": self.cpu_pct,
+                "agent_span_cpu_budget_pct": self.budget_pct, "statement": self.statement()}
+
+
+def _count(v: Any) -> int | None:
+    return v if type(v) is int and 0 <= v < 2**63 else None
+
+
+def _share(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9 else None
+
+
+def _fraction(v: Any) -> float | None:
+    """A keep fraction the agent can have chosen: 1 / 2^k, k in 0..8 (anything else is not one)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not MIN_KEEP_FRACTION <= v <= 1:
+        return None
+    k = round(1 / v).bit_length() - 1
+    return 1 / 2**k if abs(v * 2**k - 1) < 1e-9 else None
+
+
+def _history(raw: Any) -> tuple[tuple[int, float], ...]:
+    out = []
+    for h in raw[:MAX_HISTORY] if isinstance(raw, list) else ():
+        if isinstance(h, list) and len(h) == 2 and (t := _count(h[0])) is not None and (f := _fraction(h[1])):
+            out.append((t, f))
+    return tuple(out)
+
+
+def agent_sampling(collectors: Iterable[Any]) -> SpanSampling | None:
+    """The agent's sampling from the manifest's collector entries; None when it kept every trace
+    (or said nothing readable about it)."""
+    for c in collectors:
+        if not (isinstance(c, dict) and c.get("name") == PRODUCER and isinstance(c.get("counts"), dict)):
+            continue
+        counts = c["counts"]
+        fraction = _fraction(counts.get("spans_keep_fraction"))
+        if fraction is None or fraction >= 1:
+            return None
+        return SpanSampling(fraction, _history(counts.get("spans_keep_history")), _count(counts.get("spans_seen")),
+                            _count(counts.get("spans_kept")), 0, _share(counts.get("spans_cpu_s")),
+                            _share(counts.get("spans_cpu_pct")), _share(counts.get("spans_cpu_budget_pct")))
+    return None
+
+
+def in_sample(records: Iterable[dict[str, Any]], sampling: SpanSampling | None) -> tuple[list[dict[str, Any]], int]:
+    """The records of the final sample: every record of other producers, the agent's only for the
+    traces the final fraction keeps. Returns (records, how many of the agent's were left out). A
+    record whose trace id is not hex is kept as it is: the parser judges it."""
+    kept: list[dict[str, Any]] = []
+    if sampling is None:
+        return list(records), 0
+    left = 0
+    for r in records:
+        tid = r.get("trace_id")
+        if r.get("source") == PRODUCER and isinstance(tid, str):
+            try:
+                keep = hex_kept(tid, sampling.fraction)
+            except ValueError:  # not hex: left to the parser
+                keep = True
+            if not keep:
+                left += 1
+                continue
+        kept.append(r)
+    return kept, left
+
+
+__all__ = ["SpanSampling", "agent_sampling", "in_sample"]

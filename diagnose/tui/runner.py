@@ -6,10 +6,12 @@ prints the Markdown report. NO_COLOR is honoured by Textual and rich themselves.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,6 +99,27 @@ def browse_bundle(report: Report, no_tui: bool = False, export_dir: Path | None 
     return 0
 
 
+CAPTURE_FINISH_S = 300.0  # a capture asked to stop is given this long to write its report
+EXIT_GRACE_S = 5.0  # then the App this long to leave before diagnose leaves without it
+
+
+def _leave_if_stuck(app, signum: int) -> None:
+    """After a signal: once the capture (if any) has written its report, give the App EXIT_GRACE_S
+    to shut down, then end the process. Textual's shutdown can block forever writing to a terminal
+    that was closed (its writer thread gone), and a process stuck there keeps the attach lock."""
+    live = getattr(app, "_live", None)
+    if live is not None:
+        live[0].done.wait(CAPTURE_FINISH_S)
+    time.sleep(EXIT_GRACE_S)
+    if live is not None and live[0].result is not None and live[0].report is None:
+        with contextlib.suppress(Exception):  # the UI never got to it: the report is written here, once
+            live[0].finish_capture()
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"diagnose: the terminal UI did not exit after {EXIT_SIGNALS.get(signal.Signals(signum))}; "
+                         "leaving without it\n")
+    os._exit(128 + signum)
+
+
 # In raw mode Ctrl-C is a key, so these come from outside (kill, a closed terminal window).
 EXIT_SIGNALS = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGINT: "interrupted (SIGINT)",
                 signal.SIGHUP: "hangup (SIGHUP)"}
@@ -108,6 +131,12 @@ def exit_on_signals(app) -> Iterator[None]:
     first) instead of killing the process with the terminal still in raw mode."""
     def handler(signum, _frame) -> None:
         app.exit_requested = app.exit_requested or EXIT_SIGNALS[signum]
+        if not watchdog:
+            watchdog.append(threading.Thread(target=_leave_if_stuck, args=(app, signum), name="diagnose-tui-exit",
+                                             daemon=True))
+            watchdog[0].start()
+
+    watchdog: list[threading.Thread] = []
 
     previous = {sig: signal.signal(sig, handler) for sig in EXIT_SIGNALS}
     try:

@@ -89,3 +89,19 @@ def test_closing_the_terminal_ends_the_capture_with_its_report(workload, tmp_pat
     bundle = only_bundle(tmp_path)
     assert findings(bundle)["capture"]["end_reason"] == "terminal closed"
     assert (bundle / "report.md").is_file()
+
+
+def test_closing_the_terminal_on_the_results_view_ends_diagnose(workload, tmp_path):
+    """The capture is over and its report written; the terminal closes. Textual's shutdown can
+    block writing to the dead terminal: diagnose must still leave (and free the attach lock)."""
+    proc = workload("json_loop")
+    run = PtyRun("attach", str(proc.pid), "--duration", "30", "--out", str(tmp_path))
+    assert run.wait_for("capturing", 30), run.text[-2000:]
+    run.send("\x03")  # Ctrl-C is a key here: the capture stops and the results view opens
+    assert run.wait_for("Findings", 60), run.text[-2000:]
+    bundle = only_bundle(tmp_path)
+    assert (bundle / "report.md").is_file()
+    run.hangup()
+    t0 = time.monotonic()
+    run.finish(40)
+    assert time.monotonic() - t0 < 25

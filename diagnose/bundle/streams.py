@@ -97,16 +97,23 @@ def process_records(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], 
     return tuple(out)
 
 
-MAX_WINDOW_BYTES = 1 << 30  # one py-spy window file read whole (a 5 s window is a few MiB)
+MAX_WINDOW_BYTES = 256 << 20  # one py-spy window file read whole (a 5 s window is a few MiB)
+
+
+MAX_WINDOW_OBJECTS = 4_000_000  # JSON objects in one py-spy window (an event and its args: 2 each)
 
 
 def read_json_list(path: Path) -> list[dict[str, Any]] | None:
     """A file holding one JSON array (py-spy's chrometrace): its objects, or None if unreadable
-    (also a symlink, a FIFO or device, or a file over MAX_WINDOW_BYTES)."""
+    (also a symlink, a FIFO or device, a file over MAX_WINDOW_BYTES, or more than
+    MAX_WINDOW_OBJECTS objects: a 120 MiB file of ``{}`` would take ~27 GiB parsed)."""
     from diagnose.bundle.files import read_regular_file
 
     try:
-        doc = json.loads(read_regular_file(path, MAX_WINDOW_BYTES).decode("utf-8", errors="replace"))
+        data = read_regular_file(path, MAX_WINDOW_BYTES)
+        if data.count(b"{") > MAX_WINDOW_OBJECTS:  # counted before parsing: tiny objects cost ~1 KiB each parsed
+            return None
+        doc = json.loads(data.decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):
         return None
     return [e for e in doc if isinstance(e, dict)] if isinstance(doc, list) else None

@@ -220,3 +220,15 @@ def test_import_of_hostile_files_is_one_line_exit_2(tmp_path):
         assert res.returncode == 2, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and words in res.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_window_of_millions_of_tiny_objects_is_not_parsed(tmp_path):
+    import resource
+
+    b = copy_bundle(tmp_path)
+    window = sorted((b / "pyspy").glob("*.json"))[0]
+    window.write_bytes(b"[" + b"{}," * 5_000_000 + b"{}]")  # 15 MB that would parse to ~5 GB of dicts
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    res = run_diagnose("analyze", str(b))
+    assert res.returncode == 0, res.stderr
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < max(before, 1 << 20)  # KiB: under 1 GiB

@@ -227,7 +227,7 @@ def test_a_window_of_millions_of_tiny_objects_is_not_parsed(tmp_path):
 
     b = copy_bundle(tmp_path)
     window = sorted((b / "pyspy").glob("*.json"))[0]
-    window.write_bytes(b"[" + b"{}," * 5_000_000 + b"{}]")  # 15 MB that would parse to ~5 GB of dicts
+    window.write_bytes(b"[" + b"{}," * 20_000_000 + b"{}]")  # 60 MB that would parse to ~1.5 GB of dicts
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     res = run_diagnose("analyze", str(b))
     assert res.returncode == 0, res.stderr

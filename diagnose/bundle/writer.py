@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,6 +100,7 @@ class BundleWriter:
     def __init__(self, path: Path, dir_fd: int | None = None):
         self.path = path
         self.fd = dir_fd if dir_fd is not None else open_dir(path)
+        self._release = weakref.finalize(self, os.close, self.fd)  # a writer dropped unclosed leaks no fd
         st = os.fstat(self.fd)
         self.identity = (st.st_dev, st.st_ino)
         self._streams: dict[str, JsonlStream] = {}
@@ -135,9 +137,8 @@ class BundleWriter:
 
     def close(self) -> None:
         self.close_streams()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._release()  # at most once: never closes a number the process has since reused
+        self.fd = -1
 
 
 __all__ = ["IMPORT_LABEL", "BundleWriter", "JsonlStream", "bundle_dir_name", "create_bundle_dir"]

@@ -1,6 +1,6 @@
 """A small, seeded, time-bounded fuzzer for the tests in tests/fuzz/.
 
-Each target gets about DEFAULT_S seconds (2.5) of mutated inputs; ``DIAGNOSE_FUZZ_S=60`` gives
+Each target gets about DEFAULT_S seconds (1.0) of mutated inputs; ``DIAGNOSE_FUZZ_S=60`` gives
 each target 60 s. Inputs derive from real seeds (fixtures/, the OpenTelemetry SDK, the protocol's
 own encoder) by byte flips, random bytes, deletion, duplication, truncation, splicing two seeds,
 JSON-ish tokens and deep-nesting insertion. Case ``i`` of a run with base seed ``B`` is
@@ -8,7 +8,7 @@ JSON-ish tokens and deep-nesting insertion. Case ``i`` of a run with base seed `
 
 Environment:
 
-- ``DIAGNOSE_FUZZ_S``: seconds per target (default 2.5);
+- ``DIAGNOSE_FUZZ_S``: seconds per target (default 1.0);
 - ``DIAGNOSE_FUZZ_SEED``: the base seed (default 0; CI always runs the same cases first);
 - ``DIAGNOSE_FUZZ_CASE``: run only that case (the failure message gives both to reproduce it).
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_S = 2.5
+DEFAULT_S = 1.0
 MiB = 1 << 20
 TOKENS = (b"{", b"}", b"[", b"]", b'"', b"\\", b",", b":", b"\x00", b"\xff", b"\xc3", b"\n", b"null", b"true",
           b"-0", b"1e999", b"-1", b"NaN", b"Infinity", b"18446744073709551616", b"9" * 40, b"9" * 400, b'"\\ud800"',

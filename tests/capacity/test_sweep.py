@@ -36,6 +36,7 @@ def demo_url():
         proc.stdout.close()
 
 
+@pytest.mark.slow  # a live sweep of the demo service, ~14 s: run with -m slow
 def test_sweep_finds_the_knee_of_the_demo_service(demo_url, tmp_path):
     # The most it serves (16 connections, far more arrivals than it can take) sets the rates, so the sweep
     # spans its knee on any machine: ~480 QPS on a 2-core VM (P99 flat ~10 ms to ~250 QPS, climbing past 400).

@@ -17,6 +17,7 @@ from helpers import findings, gfm_text, only_bundle, run_diagnose
 pytest.importorskip("torch", reason="torch is needed for the model service")
 
 
+@pytest.mark.slow  # a live capture of ~15 s: run with -m slow
 def test_join_names_the_preprocessing_that_starves_the_model(service, tmp_path):  # noqa: F811
     # twice the default text: preemptions inside the tiny model stage (op-timeline gaps showing
     # Linear.forward) weigh half as much against the tokenize gaps on a loaded host

@@ -26,6 +26,10 @@ class OtlpDecodeError(ValueError):
     """The payload is not an OTLP trace request; the message says what is wrong."""
 
 
+class OtlpNestedTooDeep(OtlpDecodeError):
+    """Nested past MAX_JSON_DEPTH: a hostile shape, refused whole (never decoded span by span)."""
+
+
 def _request_class():
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -49,12 +53,13 @@ def decode_json_doc(doc: Any):
 
     if not isinstance(doc, dict):
         raise OtlpDecodeError("OTLP/JSON must be a JSON object with resourceSpans")
+    rewritten = _ids_to_base64(doc, 0)  # raises OtlpNestedTooDeep itself
     try:
-        return json_format.ParseDict(_ids_to_base64(doc, 0), _request_class()(), ignore_unknown_fields=True)
+        return json_format.ParseDict(rewritten, _request_class()(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError) as exc:
         raise OtlpDecodeError(f"not an OTLP/JSON trace request: {str(exc)[:200]}") from None
     except RecursionError:
-        raise OtlpDecodeError(f"OTLP/JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+        raise OtlpNestedTooDeep(f"OTLP/JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
 
 
 def load_json(body: bytes | bytearray) -> Any:
@@ -72,9 +77,9 @@ def decode_json(body: bytes | bytearray):
 
 def _ids_to_base64(node: Any, depth: int) -> Any:
     """Copy of ``node`` with every trace/span id as base64, what json_format expects for bytes.
-    Raises OtlpDecodeError past MAX_JSON_DEPTH levels."""
+    Raises OtlpNestedTooDeep past MAX_JSON_DEPTH levels."""
     if depth > MAX_JSON_DEPTH:
-        raise OtlpDecodeError(f"OTLP/JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        raise OtlpNestedTooDeep(f"OTLP/JSON nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(node, list):
         return [_ids_to_base64(v, depth + 1) for v in node]
     if not isinstance(node, dict):
@@ -92,7 +97,7 @@ def _ids_to_base64(node: Any, depth: int) -> Any:
     return out
 
 
-def _members(node: Any, *keys: str) -> list[Any]:
+def members(node: Any, *keys: str) -> list[Any]:
     """The list under the first of ``keys`` present in a JSON object, else []."""
     if isinstance(node, dict):
         for key in keys:
@@ -104,8 +109,8 @@ def _members(node: Any, *keys: str) -> list[Any]:
 def cap_json_spans(doc: Any, max_items: int) -> int:
     """Cut a parsed OTLP/JSON request (in place) to ``max_items`` resource, scope and span entries
     in all, before the costly conversion. Returns the spans cut (see cap_request_spans)."""
-    return _cap(_members(doc, "resourceSpans", "resource_spans"), max_items,
-                lambda rs: _members(rs, "scopeSpans", "scope_spans"), lambda ss: _members(ss, "spans"))
+    return _cap(members(doc, "resourceSpans", "resource_spans"), max_items,
+                lambda rs: members(rs, "scopeSpans", "scope_spans"), lambda ss: members(ss, "spans"))
 
 
 def cap_request_spans(request: Any, max_items: int) -> int:

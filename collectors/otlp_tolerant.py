@@ -12,19 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.agent.inproc.records import SpanCounts
-from diagnose.collectors.otlp_decode import OtlpDecodeError, decode_json_doc
+from diagnose.collectors.otlp_decode import OtlpDecodeError, OtlpNestedTooDeep, decode_json_doc, members
 
 _TIME_KEYS = ("startTimeUnixNano", "endTimeUnixNano", "start_time_unix_nano", "end_time_unix_nano")
 _EVENT_TIME_KEYS = ("timeUnixNano", "time_unix_nano")
-
-
-def _list(node: Any, *keys: str) -> list[Any]:
-    """The list under the first of ``keys`` present in a JSON object, else []."""
-    if isinstance(node, dict):
-        for key in keys:
-            if isinstance(node.get(key), list):
-                return node[key]
-    return []
 
 
 def _without(node: Any, *keys: str) -> dict[str, Any]:
@@ -43,7 +34,7 @@ def rejection(span: Any) -> str:
     times (or its events' times) is not a uint64, else ``malformed_span``."""
     if not isinstance(span, dict):
         return "malformed_span"
-    events = [e for e in _list(span, "events") if isinstance(e, dict)]
+    events = [e for e in members(span, "events") if isinstance(e, dict)]
     times = [span.get(k) for k in _TIME_KEYS] + [e.get(k) for e in events for k in _EVENT_TIME_KEYS]
     return "time_out_of_range" if any(t is not None and not _uint64(t) for t in times) else "malformed_span"
 
@@ -54,19 +45,19 @@ def decode_json_spans(doc: Any, counts: SpanCounts) -> Any:
     not a request at all (no resourceSpans list) or nested too deep."""
     try:
         return decode_json_doc(doc)
+    except OtlpNestedTooDeep:
+        raise  # a hostile shape, not one bad span: the request is refused
     except OtlpDecodeError as exc:
-        if "nested deeper" in str(exc):  # a hostile shape, not one bad span: the request is refused
-            raise
         whole = exc
-    resources = _list(doc, "resourceSpans", "resource_spans")
+    resources = members(doc, "resourceSpans", "resource_spans")
     if not resources:
         raise whole
     request = decode_json_doc({})
     for rs in resources:
         shell = _without(rs, "scopeSpans", "scope_spans")
-        for ss in _list(rs, "scopeSpans", "scope_spans"):
+        for ss in members(rs, "scopeSpans", "scope_spans"):
             scope = _without(ss, "spans")
-            for span in _list(ss, "spans"):
+            for span in members(ss, "spans"):
                 one = {"resourceSpans": [{**shell, "scopeSpans": [{**scope, "spans": [span]}]}]}
                 try:
                     request.MergeFrom(decode_json_doc(one))

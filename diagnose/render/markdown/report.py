@@ -241,10 +241,6 @@ def _cut(name: str) -> str:
     return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS - 1] + "…"
 
 
-def _sentence(s: str) -> str:
-    return (s[:1].upper() + s[1:]).rstrip(".") + "."
-
-
 def _size(lines: list[str]) -> int:
     return sum(len(ln) + 1 for ln in lines)
 

@@ -26,6 +26,11 @@ STREAMS = [s.name for s in (SPANS, GC, TORCH, TORCH_TRACES)]
 # The agent ends by itself this long after the capture should have stopped it (a killed attach).
 GRACE_S = 5.0
 POLL_S = 0.1
+CALL_TIMEOUT_S = 5.0
+# attach waits this long for the agent to finish after the capture: a torch window still stopping
+# and exporting (bounded by the window plan, agent/inproc/windowplan.py) is waited for, not lost.
+FINISH_WAIT_S = 30.0
+LATE_S = 1.0  # a finish this long after the stop is said in the report
 
 
 def missing_reason(pid: int, cause: str) -> str:
@@ -41,8 +46,10 @@ def missing_reason(pid: int, cause: str) -> str:
 
 class AgentCollector(Collector):
     name = "agent"
+    stop_timeout_s = FINISH_WAIT_S
 
     def __init__(self) -> None:
+        self._alive: Any = None
         self._handle: Any = None
         self._inject = False
         self._report: dict[str, Any] | None = None
@@ -83,6 +90,7 @@ class AgentCollector(Collector):
                 raise CollectorError(str(exc)) from None
         self._bundle_dir = bundle.path
         self._uid = target.uid
+        self._alive = target.alive
         out_dir = str(bundle.path)
         if target.uid != os.geteuid():  # the agent cannot write our 0700 bundle: a directory we make, handed over
             from diagnose.collectors.agent_staging import StagingRefused, create_staging
@@ -117,16 +125,9 @@ class AgentCollector(Collector):
 
     def stop(self, timeout_s: float) -> CollectorStatus:
         from diagnose.agent.inproc import protocol
-        deadline = time.monotonic() + timeout_s
-
-        def left() -> float:  # every call inside the stop budget: a stalling agent cannot stretch it
-            return max(0.1, deadline - time.monotonic())
-
+        t0 = time.monotonic()
         try:
-            reply = self._handle.call("stop", min(5.0, left()))
-            while reply.get("ok") and reply.get("state") == "capturing" and time.monotonic() < deadline:
-                time.sleep(POLL_S)
-                reply = self._handle.call("status", min(5.0, left()))
+            reply, unanswered_s = self._await_finish(t0 + timeout_s)
         except (OSError, protocol.ProtocolError) as exc:
             if self._bundle_dir is not None and self._out_dir in (None, self._bundle_dir):
                 from diagnose.collectors.agent_staging import remove_partial_traces
@@ -137,19 +138,60 @@ class AgentCollector(Collector):
             return CollectorStatus(self.name, state, f"lost the agent during the capture (target exited?): "
                                    f"{exc}; kept what it had written: {', '.join(written) or 'nothing'}",
                                    {}, STREAMS)
-        self._report = reply.get("report")
-        if not reply.get("ok") or not self._report:
-            return CollectorStatus(self.name, CollectorState.FAILED, "the agent returned no report", {}, STREAMS)
+        waited_s = time.monotonic() - t0
+        self._report = reply.get("report") if reply is not None else None
+        if reply is None or not reply.get("ok") or not self._report:
+            why = (f"the agent did not answer for {unanswered_s:.1f} s while the target ran (a torch window's "
+                   "export holding the interpreter?)" if reply is None else "the agent returned no report")
+            return CollectorStatus(self.name, CollectorState.FAILED, why, {"agent_wait_s": round(waited_s, 2)},
+                                   STREAMS)
+        wait = {"agent_wait_s": round(waited_s, 2), "agent_unanswered_s": round(unanswered_s, 2)}
         if reply.get("state") == "capturing":
+            phase = str(self._report.get("phase") or "capturing")
             return CollectorStatus(self.name, CollectorState.PARTIAL,
-                                   f"the agent did not finish within {timeout_s:g} s (torch trace export?)",
-                                   self.counts(), STREAMS)
+                                   f"the agent was still {phase[:80]} {waited_s:.0f} s after the capture ended "
+                                   "(waited that long); a torch trace it finishes later lands in the bundle and "
+                                   "`diagnose report BUNDLE` includes it", self.counts() | wait | {
+                                       "torch_export_pending": True}, STREAMS)
         refused = self._collect_staged()
         status = status_from_report(self.name, self._report)
-        if refused is None:
-            return status
-        return CollectorStatus(self.name, CollectorState.PARTIAL, "; ".join(filter(None, (refused, status.reason))),
-                               status.counts, STREAMS)
+        late = (f"the agent finished {waited_s:.1f} s after the capture ended ({unanswered_s:.1f} s of it "
+                "unanswered: a torch window's stop and export); its trace is included"
+                if waited_s >= LATE_S else None)
+        reason = "; ".join(filter(None, (refused, late, status.reason))) or None
+        state = CollectorState.PARTIAL if refused is not None else status.state
+        return CollectorStatus(self.name, state, reason, status.counts | wait, STREAMS)
+
+    def _await_finish(self, deadline: float) -> tuple[dict[str, Any] | None, float]:
+        """Ask the agent to stop and poll until its capture is done or ``deadline`` (monotonic).
+        A call that times out, or finds the socket's backlog full, while the target lives is an
+        agent busy under the GIL (the profiler's stop and export), not a lost one: polled again
+        until the deadline. Returns the last reply (None when none came) and the seconds of calls
+        left unanswered. Raises OSError or ProtocolError when the agent is gone (connection
+        refused, target exited)."""
+        reply: dict[str, Any] | None = None
+        unanswered_s = 0.0
+        op = "stop"
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return reply, unanswered_s
+            t = time.monotonic()
+            try:
+                reply = self._handle.call(op, min(CALL_TIMEOUT_S, max(0.1, left)))
+            except (TimeoutError, BlockingIOError):  # no answer, or its accept backlog full (EAGAIN)
+                if not self._target_alive():
+                    raise
+                time.sleep(POLL_S)
+                unanswered_s += time.monotonic() - t
+                continue  # resend the same op: stop is idempotent
+            op = "status"
+            if not reply.get("ok") or reply.get("state") != "capturing":
+                return reply, unanswered_s
+            time.sleep(POLL_S)
+
+    def _target_alive(self) -> bool:
+        return self._alive is None or self._alive()
 
     def _collect_staged(self) -> str | None:
         """Take the files the agent wrote into the staging directory diagnose made for it (target

@@ -51,6 +51,7 @@ class Collector(ABC):
     """Base for collectors. Subclasses set ``name`` and implement probe/start/stop."""
 
     name: str = "collector"
+    stop_timeout_s: float = 10.0  # how long the capture waits for ``stop`` (the agent's is longer)
 
     @abstractmethod
     def probe(self, target: Target, options: CaptureOptions) -> Probe:

@@ -22,8 +22,6 @@ from diagnose.capture.cost import CostMeter, host_facts
 from diagnose.capture.target import Target
 from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
 
-STOP_TIMEOUT_S = 10.0
-
 
 @dataclass
 class Progress:
@@ -166,7 +164,7 @@ class Capture:
             if statuses[c.name].state != CollectorState.RUNNING:
                 return statuses[c.name]
             try:
-                return c.stop(STOP_TIMEOUT_S)
+                return c.stop(c.stop_timeout_s)
             except Exception as exc:
                 return CollectorStatus(c.name, CollectorState.FAILED, f"stop failed: {exc}")
 

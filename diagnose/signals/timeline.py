@@ -287,8 +287,23 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
                "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
                "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None,
                "spans_sampling": sampling.to_json() if sampling else None,
-               "spans_sampled": sampling.statement() if sampling else None}
+               "spans_sampled": sampling.statement() if sampling else None,
+               "torch_trace_late": late_trace_statement(bundle, len(all_reports))}
     return SourceResult(signals, quality, details)
+
+
+def late_trace_statement(bundle: Bundle, traces_read: int) -> str | None:
+    """What a torch window still exporting when attach gave up waiting means for this report
+    (the agent collector's ``torch_export_pending``, collectors/agent.py): the trace arrived later
+    and is included, or it never arrived. None when attach did not give up."""
+    st = bundle.collectors.get("agent")
+    if st is None or not st.counts.get("torch_export_pending"):
+        return None
+    if traces_read > int(st.counts.get("torch_traces") or 0):
+        return ("a torch trace arrived after the capture's first report (the agent was still exporting it): "
+                "this report includes it")
+    return ("the agent was still exporting a torch window when attach stopped waiting and its trace has not "
+            "arrived: the kernel timeline misses that window (run `diagnose report BUNDLE` again once it lands)")
 
 
 __all__ = ["load_timed_stacks", "read_member_trace", "timeline_signals", "trace_files"]

@@ -12,11 +12,11 @@ from typing import Any
 
 # (data-quality key holding a statement, the collectors it concerns)
 STATEMENTS = (("spans_sampled", ("agent",)), ("pyspy_undersampled", ("pyspy",)), ("pyspy_overran", ("pyspy",)),
-              ("process_gaps_statement", ("process",)))
+              ("process_gaps_statement", ("process",)), ("torch_trace_late", ("agent",)))
 
 
 def warnings(dq: dict[str, Any]) -> list[dict[str, Any]]:
-    """``[{"collectors": [...], "text": "..."}]`` in a fixed order: spans, py-spy, process."""
+    """``[{"collectors": [...], "text": "..."}]`` in a fixed order: spans, py-spy, process, agent."""
     out: list[dict[str, Any]] = []
     cov = dq.get("spans_coverage")
     if isinstance(cov, dict) and isinstance(cov.get("statement"), str):

@@ -106,6 +106,7 @@ class CaptureSession:
         self._spans_discarded = 0  # still queued when the stop's drain ran out
         self._spans_end_ns: int | None = None  # when the hooks were unset
         self._drained_at = 0.0
+        self.phase = "capturing"  # what the capture thread does now: said by status while attach waits
 
     @property
     def running(self) -> bool:
@@ -226,7 +227,9 @@ class CaptureSession:
         if window is None:
             return
         self._end_torch_mirror()
+        self.phase = "stopping and exporting a torch window"
         record = window.stop()
+        self.phase = "capturing"
         self._writer.stream(TORCH.name).write(record)
         if not record["error"]:
             self._torch_windows.append(WindowStats((record["stopping_ns"] - record["start_ns"]) / 1e9,
@@ -302,6 +305,7 @@ class CaptureSession:
         self._gc.remove()
         if self._torch is not None:
             self._stop_torch()
+        self.phase = "writing queued spans"
         self._drain(STOP_DRAIN_S)
         self._spans_discarded = self._sink.discard_queued()
         still_open = self._sink.take_open()
@@ -335,6 +339,7 @@ class CaptureSession:
         return {
             "capture_id": self.capture_id, "pid": os.getpid(), "out_dir": str(self.out_dir),
             "started_ns": self.started_ns, "ended_ns": self.ended_ns, "running": self.running,
+            "phase": self.phase if self.running else "done",
             "duration_s": self.request.duration_s, "torch_window_s": self.request.torch_window_s,
             "parts": {name: part.to_json() for name, part in self.parts.items()},
             "error": self.error,

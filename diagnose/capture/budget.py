@@ -1,13 +1,16 @@
 """The capture's overhead budget: diagnose's CPU (its own threads plus its child processes, the
 py-spy windows) held under ``--overhead-budget`` percent of one core by lowering the sampling rates.
 
-py-spy's cost grows with threads x rate. Measured here (py-spy 0.4, non-blocking, a 2-core VM):
-~PYSPY_SAMPLE_MS per sample plus ~PYSPY_THREAD_MS per thread per sample of py-spy's own CPU (4
-threads at 100 Hz: 5.8% of a core; 40 threads at 100 Hz: 29%). The first py-spy rate is planned
-from the target's thread count; then every PERIOD_S the budget reads what was used (getrusage of
-the collector threads of this process, psutil of the py-spy children as the collector follows
-them) and lowers the py-spy rate
-(taken at its next window) and the process collector's rate when over, or raises them back
+py-spy's cost grows with threads x rate, and so does the process collector's (three /proc files
+per thread per reading). Measured here (py-spy 0.4, non-blocking, this 2-core VM shared with other
+work): ~PYSPY_SAMPLE_MS per sample plus ~PYSPY_THREAD_MS per thread per sample of py-spy's own CPU
+(5 threads at 100 Hz: 7.8% of a core, 11 threads: 12.8%, 41 threads at 20 Hz: 9%); the process
+collector ~PROC_TICK_MS plus ~PROC_THREAD_MS per thread per reading (41 threads: 2.8 ms). The
+first rates of both are planned from the target's thread count (the /proc readings first, since
+the thread account needs them less often than py-spy's stacks); then every PERIOD_S the budget
+reads what was used (getrusage of the collector threads of this process, psutil of the py-spy
+children as the collector follows them) and lowers the py-spy rate (taken at its next window)
+and the process collector's rate when over, or raises them back
 toward what was asked when well under. Every change is recorded with its reason, for the manifest
 (``budget``) and the report's cost line.
 """
@@ -20,9 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_PCT_OF_CORE = 10.0
-PYSPY_SAMPLE_MS = 0.32
-PYSPY_THREAD_MS = 0.064
-OWN_ESTIMATE_CORES = 0.03  # diagnose's own threads at default rates (measured: 3% of a core)
+PYSPY_SAMPLE_MS = 0.36
+PYSPY_THREAD_MS = 0.085
+PROC_TICK_MS = 0.8
+PROC_THREAD_MS = 0.05
+OWN_FIXED_CORES = 0.01  # diagnose's other collector work (the py-spy windows' parsing, the budget)
+PROC_SHARE = 0.3  # the /proc readings' planned share of the budget at most, when the threads are many
 MIN_PYSPY_HZ = 5
 MIN_PROCESS_HZ = 2.0
 PERIOD_S = 2.0
@@ -34,9 +40,21 @@ def pyspy_cores(rate_hz: float, threads: int) -> float:
     return rate_hz * (PYSPY_SAMPLE_MS + PYSPY_THREAD_MS * max(1, threads)) / 1e3
 
 
-def planned_rate(asked_hz: int, threads: int, budget_cores: float) -> int:
-    """The highest py-spy rate (<= asked) whose predicted cost fits the budget beside diagnose's own."""
-    room = max(0.0, budget_cores - OWN_ESTIMATE_CORES)
+def process_cores(rate_hz: float, threads: int) -> float:
+    """The process collector's predicted CPU, in cores, at ``rate_hz`` on ``threads`` threads."""
+    return rate_hz * (PROC_TICK_MS + PROC_THREAD_MS * max(1, threads)) / 1e3
+
+
+def planned_process_rate(asked_hz: float, threads: int, budget_cores: float) -> float:
+    """The process collector's first rate (<= asked): at most PROC_SHARE of the budget."""
+    fits = PROC_SHARE * budget_cores / process_cores(1.0, threads)
+    return max(MIN_PROCESS_HZ, min(asked_hz, int(fits * 10) / 10))
+
+
+def planned_rate(asked_hz: int, threads: int, budget_cores: float, process_hz: float = 10.0) -> int:
+    """The highest py-spy rate (<= asked) whose predicted cost fits the budget beside diagnose's
+    own at ``process_hz``."""
+    room = max(0.0, budget_cores - OWN_FIXED_CORES - process_cores(process_hz, threads))
     fits = int(room / pyspy_cores(1.0, threads))
     return max(MIN_PYSPY_HZ, min(asked_hz, fits))
 
@@ -78,7 +96,11 @@ class OverheadBudget:
     @classmethod
     def plan(cls, pct_of_core: float, asked_pyspy_hz: int, asked_process_hz: float, threads: int) -> OverheadBudget:
         b = cls(pct_of_core, Rates(asked_pyspy_hz, asked_process_hz), Rates(asked_pyspy_hz, asked_process_hz))
-        hz = planned_rate(asked_pyspy_hz, threads, b.cores)
+        proc_hz = planned_process_rate(asked_process_hz, threads, b.cores)
+        if proc_hz < asked_process_hz:
+            b._change(0.0, process_hz=proc_hz, why=f"{threads} threads x {asked_process_hz:g} Hz of /proc readings "
+                      f"would cost ~{100 * process_cores(asked_process_hz, threads):.0f}% of a core")
+        hz = planned_rate(asked_pyspy_hz, threads, b.cores, proc_hz)
         if hz < asked_pyspy_hz:
             b._change(0.0, pyspy_hz=hz, why=f"{threads} threads x {asked_pyspy_hz} Hz would cost py-spy "
                       f"~{100 * pyspy_cores(asked_pyspy_hz, threads):.0f}% of a core")
@@ -127,4 +149,5 @@ class OverheadBudget:
                 "changes": self.changes[-50:], "used_pct_of_core_max": round(100 * max(self.used_cores, default=0), 1)}
 
 
-__all__ = ["DEFAULT_PCT_OF_CORE", "OverheadBudget", "Rates", "planned_rate", "pyspy_cores"]
+__all__ = ["DEFAULT_PCT_OF_CORE", "OverheadBudget", "Rates", "planned_process_rate", "planned_rate",
+           "process_cores", "pyspy_cores"]

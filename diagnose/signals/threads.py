@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,14 +108,22 @@ def thread_usage(records: list[dict[str, Any]]) -> dict[int, ThreadUsage]:
 
 
 class KernelTimeline:
-    """Nearest kernel reading of a thread at a given time (for joins with py-spy samples)."""
+    """Nearest kernel reading of a thread at a given time (for joins with py-spy samples).
+
+    A reading speaks for the segments within the caller's tolerance of it, or within 0.6 of the
+    readings' median interval when that is wider (the overhead budget lowers the /proc rate on
+    targets with many threads: 2.8 Hz readings still describe what lies between them)."""
 
     def __init__(self, threads: dict[int, ThreadUsage]):
         self._threads = threads
         self._t = {tid: [r.t_ns for r in tu.readings] for tid, tu in threads.items()}
+        steps = [b - a for ts in self._t.values() for a, b in zip(ts, ts[1:]) if b > a]
+        self.interval_tolerance_ns = int(0.6 * statistics.median(steps)) if steps else 0
 
     def at(self, tid: int, t_ns: int, tolerance_ns: int) -> Reading | None:
-        """The reading nearest to ``t_ns`` if one lies within ``tolerance_ns``, else None."""
+        """The reading nearest to ``t_ns`` if one lies within ``tolerance_ns`` (or the interval
+        tolerance, whichever is wider), else None."""
+        tolerance_ns = max(tolerance_ns, self.interval_tolerance_ns)
         times = self._t.get(tid)
         if not times:
             return None

@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.capture.budget import MIN_PYSPY_HZ, OverheadBudget, planned_rate, pyspy_cores
+from diagnose.capture.budget import (
+    MIN_PROCESS_HZ,
+    MIN_PYSPY_HZ,
+    OverheadBudget,
+    planned_process_rate,
+    planned_rate,
+    process_cores,
+    pyspy_cores,
+)
 
 
-def test_first_rate_fits_the_threads_into_the_budget():
-    assert planned_rate(100, 4, 0.10) == 100  # 4 threads x 100 Hz: ~5.8% of a core
-    hz = planned_rate(100, 40, 0.10)  # 40 threads x 100 Hz would be ~29%
-    assert 15 < hz < 30 and pyspy_cores(hz, 40) <= 0.10 - 0.03 + 1e-9
+def test_first_rates_fit_the_threads_into_the_budget():
+    assert planned_rate(100, 4, 0.10) == 100  # 4 threads x 100 Hz: ~7% of a core
+    hz = planned_rate(100, 40, 0.10)  # 40 threads x 100 Hz would be ~38%
+    assert 10 < hz < 30 and pyspy_cores(hz, 40) + process_cores(10.0, 40) <= 0.10
     assert planned_rate(100, 10_000, 0.10) == MIN_PYSPY_HZ
     b = OverheadBudget.plan(10.0, 100, 10.0, 40)
-    assert b.rates.pyspy_hz == hz and "40 threads x 100 Hz" in b.changes[0]["why"]
+    assert b.rates.pyspy_hz == hz and "40 threads x 100 Hz" in b.changes[-1]["why"]
     assert OverheadBudget.plan(10.0, 100, 10.0, 4).changes == []
+
+
+def test_many_threads_lower_the_proc_readings_first_within_their_share():
+    assert planned_process_rate(10.0, 40, 0.10) == 10.0  # 2.8 ms x 10 Hz: under 30% of the budget
+    hz = planned_process_rate(10.0, 200, 0.10)  # 10.8 ms a reading
+    assert MIN_PROCESS_HZ < hz < 10.0 and process_cores(hz, 200) <= 0.3 * 0.10 + 1e-9
+    b = OverheadBudget.plan(10.0, 100, 10.0, 200)
+    assert b.rates.process_hz == hz and "/proc readings" in b.changes[0]["why"]
+    assert b.rates.pyspy_hz == planned_rate(100, 200, 0.10, hz)
 
 
 def test_over_budget_lowers_the_larger_part_first_then_raises_back():

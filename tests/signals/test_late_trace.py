@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from helpers import REPO
 from diagnose.pipeline import analyse
+from helpers import REPO
 
 BUNDLE = REPO / "fixtures" / "cpu" / "compute-torch"
 TRACE = REPO / "fixtures" / "torch" / "h200-train-step" / "trace.json.gz"
@@ -24,7 +24,8 @@ def _bundle(tmp_path, pending: bool):
 
 
 def _late(report) -> list[str]:
-    return [w["text"] for w in report.analysis.data_quality["warnings"] if "torch" in w["text"] and "agent" in w["collectors"]]
+    return [w["text"] for w in report.analysis.data_quality["warnings"]
+            if "torch" in w["text"] and "agent" in w["collectors"]]
 
 
 def test_a_trace_still_exporting_and_never_arrived_is_said(tmp_path):

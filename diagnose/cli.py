@@ -145,8 +145,9 @@ def export_options(f):
         click.option("--export", "exports", multiple=True, metavar="SCHEME=WHERE", callback=_check_exports,
                      help=EXPORT_HELP),
         click.option("--export-attr", "export_attrs", multiple=True, metavar="KEY=VALUE", callback=_check_attrs,
-                     help="A resource attribute every export carries, e.g. job.id=4711 (repeatable; over "
-                          "OTEL_RESOURCE_ATTRIBUTES and the derived service.name, host.name, process.pid, rank)."),
+                     help="A resource attribute every export carries, e.g. job.id=4711 (repeatable). It wins over "
+                          "OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME, which win over the derived service.name, "
+                          "host.name, process.pid and rank."),
         click.option("--export-hold", type=click.FloatRange(0.0, 86400.0), default=60.0, show_default=True,
                      metavar="SECONDS", help="How long prometheus=:PORT keeps serving after the report; Ctrl-C "
                                              "stops it early (the exit code stays)."),
@@ -192,10 +193,10 @@ def export_report(rep, request) -> None:
     failure a warning, the exit code unchanged), then hold a Prometheus server open."""
     if request is None:
         return
-    from diagnose.export.run import hold, run_exports
+    from diagnose.export.run import environment_attributes, hold, run_exports
     from diagnose.export.snapshot import snapshot
 
-    outcomes = run_exports(snapshot(rep, request.attrs), request)
+    outcomes = run_exports(snapshot(rep, {**environment_attributes(), **request.attrs}), request)
     for o in outcomes:
         click.echo(o.line if o.ok else f"diagnose: warning: {o.line}", err=True)
     hold([o.server for o in outcomes if o.server is not None], request.hold_s, lambda line: click.echo(line, err=True))

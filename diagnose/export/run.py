@@ -82,6 +82,14 @@ EXPORTERS: dict[ExportKind, Callable[[Snapshot, ExportTarget, ExportRequest], Ou
 }
 
 
+def environment_attributes() -> dict[str, str]:
+    """The resource attributes of ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` (the SDK's
+    own parser), so that every exporter, Prometheus too, carries what the environment says."""
+    from opentelemetry.sdk.resources import OTELResourceDetector
+
+    return {k: str(v) for k, v in OTELResourceDetector().detect().attributes.items()}
+
+
 def run_exports(snap: Snapshot, req: ExportRequest) -> list[Outcome]:
     """Every target of ``req``, in order; servers are left serving (see ``hold``)."""
     return [EXPORTERS[t.kind](snap, t, req) for t in req.targets]
@@ -104,11 +112,11 @@ def hold(servers: list[WSGIServer], hold_s: float, say: Callable[[str], None],
         done.wait(hold_s)
     finally:
         for sig, previous in saved.items():
-            signal.signal(sig, previous)
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)  # None: set from C
         for s in servers:
             s.shutdown()
             s.server_close()
     say("stopped serving Prometheus metrics")
 
 
-__all__ = ["EXPORTERS", "ExportRequest", "Outcome", "hold", "run_exports"]
+__all__ = ["EXPORTERS", "ExportRequest", "Outcome", "environment_attributes", "hold", "run_exports"]

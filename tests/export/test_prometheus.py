@@ -188,3 +188,17 @@ def test_promtool_finds_nothing_to_lint(served_report):
     res = subprocess.run(["promtool", "check", "metrics"], input=exposition(snapshot(served_report)),
                          capture_output=True, timeout=10)
     assert res.returncode == 0 and not res.stdout.strip() and not res.stderr.strip(), res
+
+
+def test_resource_from_the_environment_and_the_command_line(served_bundle, tmp_path):
+    from click.testing import CliRunner
+
+    from diagnose.cli import main
+
+    path = tmp_path / "m.prom"
+    res = CliRunner().invoke(main, ["report", str(served_bundle), "-o", str(tmp_path / "r.md"), "--export",
+                                    f"prometheus={path}", "--export-attr", "job.id=10"],
+                             env={"OTEL_RESOURCE_ATTRIBUTES": "job.id=9,team=infra", "OTEL_SERVICE_NAME": "gateway"})
+    assert res.exit_code == 0, res.output
+    (info,) = [dict(lb) for (name, lb) in _samples(path.read_text()) if name == "target_info"]
+    assert info["job_id"] == "10" and info["team"] == "infra" and info["service_name"] == "gateway"

@@ -21,6 +21,7 @@ from diagnose.model import Account, Analysis, Finding, Report, Severity
 Attrs = tuple[tuple[str, str], ...]
 MAX_PLAUSIBLE = 1e15  # no cost, count or latency in a manifest comes near it: a larger one is not a reading
 SERVICE_SPANS_SCANNED = 10_000  # spans read for the service name (the most common one among them)
+MAX_NAME_CHARS = 256  # a resource value from the target (its spans' service.name) is cut to this
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,10 @@ def resource_attributes(report: Report) -> dict[str, str | int]:
     host.name, process.pid, and ``rank`` when every torch trace names the same one."""
     t = report.manifest.get("target")
     target: dict[str, Any] = t if isinstance(t, dict) else {}
-    out: dict[str, str | int] = {"service.name": _service(report) or str(target.get("name") or "unknown_service")}
+    name = _service(report) or str(target.get("name") or "unknown_service")[:MAX_NAME_CHARS]
+    out: dict[str, str | int] = {"service.name": name}
     if isinstance(target.get("host"), str) and target["host"]:
-        out["host.name"] = target["host"]
+        out["host.name"] = target["host"][:MAX_NAME_CHARS]
     if type(target.get("pid")) is int and target["pid"] > 0:
         out["process.pid"] = target["pid"]
     ranks = {tr.get("rank") for tr in report.analysis.details.get("torch_traces") or [] if isinstance(tr, dict)}
@@ -95,7 +97,7 @@ def _service(report: Report) -> str | None:
             break
         s = rec.get("service") if isinstance(rec, dict) else None
         if isinstance(s, str) and s:
-            names[s] += 1
+            names[s[:MAX_NAME_CHARS]] += 1
     return names.most_common(1)[0][0] if names else None
 
 

@@ -89,3 +89,21 @@ def test_rank_from_the_torch_trace(tmp_path):
     (tmp_path / "out").mkdir()
     snap = snapshot(analyse(import_files([trace], tmp_path / "out")))
     assert snap.resource["rank"] == 3
+
+
+def test_a_hostile_service_name_is_cut_and_escaped(tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from diagnose.export.prometheus import exposition
+    from export_helpers import write_spans
+
+    b = tmp_path / "b"
+    shutil.copytree(REPO / "fixtures/cpu/service-json", b)
+    write_spans(b, n=5)
+    evil = 'x"} 1\nfake_metric 666\n#' * 10_000
+    lines = [json.loads(line) for line in (b / "spans.jsonl").read_text().splitlines()]
+    (b / "spans.jsonl").write_text("".join(json.dumps({**s, "service": evil}) + "\n" for s in lines))
+    snap = snapshot(analyse(b))
+    assert snap.resource["service.name"] == evil[:256]
+    names = {f.name for f in text_string_to_metric_families(exposition(snap).decode())}
+    assert "fake_metric" not in names  # the label value is escaped, not a line of its own

@@ -62,3 +62,13 @@ def test_every_command_that_ends_in_a_report_takes_export():
     for cmd in ("attach", "analyze", "report"):
         res = CliRunner().invoke(main, [cmd, "--help"])
         assert "--export SCHEME=WHERE" in res.output and "--export-attr" in res.output and "--export-hold" in res.output
+
+
+def test_otlp_without_the_exporter_package_is_a_usage_error_naming_the_extra(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("opentelemetry.exporter") else real(name, *a))
+    res = CliRunner().invoke(main, ["report", str(tmp_path), "--export", "otlp=http://127.0.0.1:4318"])
+    assert res.exit_code == EXIT_USAGE and "pip install 'diagnose[export]'" in res.output

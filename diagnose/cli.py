@@ -24,6 +24,7 @@ Exit codes:
   4  internal error: a bug in diagnose (the traceback says where; please report it)
   128+N  signal N: a third one while a capture finishes aborts it (after a line naming
      the bundle and `diagnose analyze BUNDLE`); repeated signals only finish it (exit 0)
+An --export that fails is a warning line; it never changes the exit code.
 """
 
 
@@ -132,6 +133,75 @@ def capture_options(f):
     return f
 
 
+EXPORT_HELP = ("Also export the verdict, quadrant shares, key metrics and findings once the report is written "
+               "(repeatable): otlp=URL (OTLP/HTTP metrics and logs to URL/v1/metrics and URL/v1/logs, e.g. "
+               "otlp=http://127.0.0.1:4318), prometheus=FILE (text exposition, mode 0600, for node_exporter's "
+               "textfile collector) or prometheus=:PORT / HOST:PORT (served on /metrics, 127.0.0.1 unless HOST "
+               "is given, for --export-hold seconds). A failed export is a warning: the exit code stays.")
+
+
+def export_options(f):
+    for opt in reversed((
+        click.option("--export", "exports", multiple=True, metavar="SCHEME=WHERE", callback=_check_exports,
+                     help=EXPORT_HELP),
+        click.option("--export-attr", "export_attrs", multiple=True, metavar="KEY=VALUE", callback=_check_attrs,
+                     help="A resource attribute every export carries, e.g. job.id=4711 (repeatable). It wins over "
+                          "OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME, which win over the derived service.name, "
+                          "host.name, process.pid and rank."),
+        click.option("--export-hold", type=click.FloatRange(0.0, 86400.0), default=60.0, show_default=True,
+                     metavar="SECONDS", help="How long prometheus=:PORT keeps serving after the report; Ctrl-C "
+                                             "stops it early (the exit code stays)."),
+        click.option("--export-timeout", type=click.FloatRange(0.1, 600.0), default=5.0, show_default=True,
+                     metavar="SECONDS", help="otlp=URL: how long each of metrics and logs may take, the SDK's "
+                                             "retries included."),
+    )):
+        f = opt(f)
+    return f
+
+
+def _check_exports(ctx, param, values: tuple[str, ...]):
+    from diagnose.export.targets import ExportKind, otlp_missing, parse_export
+
+    try:
+        targets = tuple(parse_export(v) for v in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    missing = otlp_missing() if any(t.kind is ExportKind.OTLP for t in targets) else None
+    if missing:
+        raise click.BadParameter(missing)
+    return targets
+
+
+def _check_attrs(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
+    from diagnose.export.targets import parse_attr
+
+    try:
+        return dict(parse_attr(v) for v in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def export_request(exports, export_attrs: dict[str, str], export_hold: float, export_timeout: float):
+    """The ExportRequest of the ``--export*`` options, None without any ``--export``."""
+    from diagnose.export.run import ExportRequest
+
+    return ExportRequest(tuple(exports), dict(export_attrs), export_hold, export_timeout) if exports else None
+
+
+def export_report(rep, request) -> None:
+    """Run the exports of ``request`` for ``rep`` (nothing when None): one line each on stderr (a
+    failure a warning, the exit code unchanged), then hold a Prometheus server open."""
+    if request is None:
+        return
+    from diagnose.export.run import environment_attributes, hold, run_exports
+    from diagnose.export.snapshot import snapshot
+
+    outcomes = run_exports(snapshot(rep, {**environment_attributes(), **request.attrs}), request)
+    for o in outcomes:
+        click.echo(o.line if o.ok else f"diagnose: warning: {o.line}", err=True)
+    hold([o.server for o in outcomes if o.server is not None], request.hold_s, lambda line: click.echo(line, err=True))
+
+
 def _check_otlp_listen(ctx, param, value: str | None) -> str | None:
     from diagnose.collectors.otlp import parse_listen
 
@@ -159,12 +229,13 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None, overhead_budget: float = 10.0,
-                command: list[str] | None = None, thresholds: Path | None = None) -> int:
+                command: list[str] | None = None, thresholds: Path | None = None, exports=None) -> int:
     """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code.
 
     The signal policy (diagnose.capture.stop) holds from here until the ``report:`` line: repeated
     signals finish the capture once; a third deliberate one aborts with 128 + its number, after
-    a line naming the bundle."""
+    a line naming the bundle. ``exports`` (an ExportRequest) run once the report line is out, after
+    the signal policy: a failed one is a warning; a signal then only ends a Prometheus server's hold."""
     from diagnose.capture.stop import CaptureAborted, StopSignals
 
     with StopSignals() as signals:
@@ -179,12 +250,15 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                                  gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget)
         request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
         try:
-            return _attach_and_report(request, no_tui, signals)
+            code, rep = _attach_and_report(request, no_tui, signals)
         except CaptureAborted as exc:  # its line (the bundle) is already printed
             raise click.exceptions.Exit(exc.exit_code) from None
+    export_report(rep, exports)
+    return code
 
 
-def _attach_and_report(request, no_tui: bool, signals) -> int:
+def _attach_and_report(request, no_tui: bool, signals):
+    """(exit code, Report) of one capture; its failures are one error line (click Exit)."""
     from diagnose.capture.target import TargetError
     from diagnose.pipeline import DocumentsNotWritten
     from diagnose.pipeline import attach as attach_target
@@ -214,17 +288,18 @@ def _attach_and_report(request, no_tui: bool, signals) -> int:
     if result.partial:
         click.echo(f"partial capture: {result.end_reason}", err=True)
     click.echo(f"report: {result.bundle_path / 'report.md'}")
-    return EXIT_OK if result.captured_anything else EXIT_NOTHING
+    return (EXIT_OK if result.captured_anything else EXIT_NOTHING), done.report
 
 
 @main.command(epilog=EPILOG)
 @click.argument("pid", type=int)
 @capture_options
-def attach(pid: int, **kw) -> None:
+@export_options
+def attach(pid: int, exports, export_attrs: dict[str, str], export_hold: float, export_timeout: float, **kw) -> None:
     """Capture PID for --duration seconds without restarting it, then write the report."""
     from diagnose.capture.stop import ignore_stop_signals
 
-    code = run_capture(pid, **kw)
+    code = run_capture(pid, exports=export_request(exports, export_attrs, export_hold, export_timeout), **kw)
     ignore_stop_signals()  # its report line is out: only leaving is left
     sys.exit(code)
 
@@ -303,7 +378,9 @@ def format_help(prefix: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", *format_names()]), default="text",
               show_default=True, help=format_help("What to print. text: a summary; "))
 @thresholds_option
-def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None) -> None:
+@export_options
+def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None, exports,
+            export_attrs: dict[str, str], export_hold: float, export_timeout: float) -> None:
     """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md.
 
     Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON,
@@ -322,13 +399,14 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
                    err=True)
     if fmt != "text":
         _echo_document(render(rep, fmt))
-        return
-    v = rep.verdict
-    click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
-    click.echo(v.headline)
-    _echo_account(rep)
-    for f in rep.analysis.findings:
-        click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
+    else:
+        v = rep.verdict
+        click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
+        click.echo(v.headline)
+        _echo_account(rep)
+        for f in rep.analysis.findings:
+            click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
+    export_report(rep, export_request(exports, export_attrs, export_hold, export_timeout))
 
 
 def _echo_account(rep) -> None:
@@ -399,7 +477,9 @@ def load_thresholds(path: Path | None) -> dict[str, float]:
 @click.option("--redact", is_flag=True, help="Replace host and user names, home directories, IP addresses and the "
               "target's arguments with stable placeholders ({host-1}, {user-1}, {ip-1}, {arg-1}).")
 @thresholds_option
-def report(bundle: Path, fmt: str, output: Path | None, full: bool, redact: bool, thresholds: Path | None) -> None:
+@export_options
+def report(bundle: Path, fmt: str, output: Path | None, full: bool, redact: bool, thresholds: Path | None,
+           exports, export_attrs: dict[str, str], export_hold: float, export_timeout: float) -> None:
     """Render a bundle's analysis in another format without touching the bundle."""
     from diagnose.bundle import write_private_bytes
     from diagnose.render import render, renderer
@@ -412,12 +492,14 @@ def report(bundle: Path, fmt: str, output: Path | None, full: bool, redact: bool
         body = redact_body(body, rep, renderer(fmt).extension.endswith(".json"))
     if output is None:
         _echo_document(body)
-        return
-    try:
-        write_private_bytes(output, body.encode("utf-8", errors="backslashreplace") if isinstance(body, str) else body)
-    except OSError as exc:
-        raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory") from None
-    click.echo(f"wrote {output}")
+    else:
+        try:
+            write_private_bytes(output, body.encode("utf-8", errors="backslashreplace") if isinstance(body, str)
+                                else body)
+        except OSError as exc:
+            raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory") from None
+        click.echo(f"wrote {output}")
+    export_report(rep, export_request(exports, export_attrs, export_hold, export_timeout))
 
 
 @main.command(epilog=EPILOG)

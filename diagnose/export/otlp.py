@@ -1,0 +1,235 @@
+"""OTLP/HTTP export of a Snapshot through the OpenTelemetry SDK's own exporters: the points as
+gauges (a MeterProvider with an InMemoryMetricReader, collected once and handed to
+``OTLPMetricExporter``), the findings as log records (a LoggerProvider whose
+BatchLogRecordProcessor feeds ``OTLPLogExporter``, flushed once). Both share one Resource:
+the Snapshot's attributes over ``OTEL_RESOURCE_ATTRIBUTES`` (the SDK's ``Resource.create``).
+
+The exporters read their usual environment too (``OTEL_EXPORTER_OTLP_HEADERS`` for auth headers,
+``OTEL_EXPORTER_OTLP_CERTIFICATE``); the endpoints are the ``otlp=URL`` base plus ``/v1/metrics``
+and ``/v1/logs``. The SDK reports a failed export by logging it and returning FAILURE; this module
+records both and raises ExportFailed with the cause in one line.
+
+Needs the ``export`` extra (opentelemetry-exporter-otlp-proto-http): import this module only
+after ``targets.otlp_missing()`` said it is installed.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
+from opentelemetry.sdk.resources import Resource
+
+from diagnose.export.snapshot import Snapshot
+from diagnose.model import Severity
+
+TIMEOUT_S = 5.0  # per signal, retries included (the exporter backs off within it)
+SDK_LOGGER = "opentelemetry"  # the SDK and its exporters log below it
+
+
+FIX_CONNECT = "start the OTLP/HTTP receiver or correct HOST:PORT (its base URL, e.g. http://HOST:4318)"
+FIX_REFUSED = ("pass the receiver's OTLP/HTTP base URL (diagnose appends /v1/metrics and /v1/logs) and its auth "
+               "headers in OTEL_EXPORTER_OTLP_HEADERS")
+
+
+class ExportFailed(Exception):
+    """An export did not reach its receiver: ``str()`` is the cause, one line; ``fix`` what to do."""
+
+    def __init__(self, cause: str, fix: str = FIX_CONNECT):
+        super().__init__(cause)
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class OtlpSent:
+    """What one OTLP export delivered: metric points and log records (one per finding)."""
+
+    points: int
+    log_records: int
+
+
+def send(snap: Snapshot, base_url: str, timeout_s: float = TIMEOUT_S) -> OtlpSent:
+    """Send ``snap`` to the OTLP/HTTP receiver at ``base_url``: metrics, then logs (not tried when
+    the metrics could not even connect: the same receiver). Raises ExportFailed naming what went
+    wrong (connection refused, no answer within ``timeout_s`` seconds, an HTTP status and reason)."""
+    resource = Resource.create(dict(snap.resource))
+    failed: list[str] = []
+    points = records = 0
+    with _sdk_errors() as errors:
+        try:
+            points = _send_metrics(snap, resource, f"{base_url}/v1/metrics", timeout_s, errors)
+        except ExportFailed as exc:
+            failed.append(str(exc))
+        if failed and not _http_status(errors):
+            failed.append("logs not sent (the same receiver)")
+        else:
+            try:
+                records = _send_logs(snap, resource, f"{base_url}/v1/logs", timeout_s, errors)
+            except ExportFailed as exc:
+                failed.append(str(exc))
+    if failed:
+        answered = any(": HTTP " in f for f in failed)  # the receiver is there; it refused
+        raise ExportFailed("; ".join(failed), FIX_REFUSED if answered else FIX_CONNECT)
+    return OtlpSent(points, records)
+
+
+def _send_metrics(snap: Snapshot, resource: Resource, url: str, timeout_s: float, errors: list[str]) -> int:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(resource=resource, metric_readers=[reader])
+    try:
+        meter = provider.get_meter("diagnose")
+        gauges: dict[tuple[str, str], Any] = {}
+        for p in snap.points:
+            key = (p.name, p.unit)
+            if key not in gauges:
+                gauges[key] = meter.create_gauge(p.name, unit=p.unit, description=p.description)
+            gauges[key].set(p.value, dict(p.attributes))
+        data = reader.get_metrics_data()  # the one collection
+    finally:
+        provider.shutdown()
+    exporter = OTLPMetricExporter(endpoint=url, timeout=timeout_s)
+    del errors[:]
+    try:
+        if data is None or exporter.export(data, timeout_millis=timeout_s * 1e3) is not MetricExportResult.SUCCESS:
+            raise ExportFailed(_cause("metrics", url, errors, timeout_s))
+    finally:
+        exporter.shutdown()
+    return len(snap.points)
+
+
+_SEVERITY = {Severity.INFO: "INFO", Severity.WARNING: "WARN", Severity.CRITICAL: "ERROR"}
+
+
+def _send_logs(snap: Snapshot, resource: Resource, url: str, timeout_s: float, errors: list[str]) -> int:
+    if not snap.findings:
+        return 0
+    del errors[:]
+    exporter = _Recording(OTLPLogExporter(endpoint=url, timeout=timeout_s))
+    provider = LoggerProvider(resource=resource)
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter, export_timeout_millis=int(timeout_s * 1e3)))
+    try:
+        logger = provider.get_logger("diagnose")
+        for f in snap.findings:
+            text = _SEVERITY[f.severity]
+            logger.emit(timestamp=snap.time_ns, severity_number=getattr(SeverityNumber, text), severity_text=text,
+                        body=f.title, attributes={"diagnose.rule_id": f.rule_id, "diagnose.layer": f.layer,
+                                                  "diagnose.quadrant": f.quadrant, "diagnose.summary": f.summary,
+                                                  "diagnose.evidence": list(f.evidence)})
+        flushed = provider.force_flush(int(timeout_s * 1e3) + 1000)
+    finally:
+        provider.shutdown()
+    if not flushed or exporter.failed or exporter.sent < len(snap.findings):
+        raise ExportFailed(_cause("logs", url, errors, timeout_s))
+    return exporter.sent
+
+
+class _Recording(LogRecordExporter):
+    """A LogRecordExporter that hands every batch to ``inner`` and counts what it accepted."""
+
+    def __init__(self, inner: LogRecordExporter):
+        self.inner, self.sent, self.failed = inner, 0, False
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        result = self.inner.export(batch)
+        if result is LogRecordExportResult.SUCCESS:
+            self.sent += len(batch)
+        else:
+            self.failed = True
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[str]):
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record.getMessage())
+
+
+@contextmanager
+def _sdk_errors() -> Iterator[list[str]]:
+    """What the SDK's exporters log while inside: collected (the cause of a FAILURE), kept off the
+    terminal (the caller says it in one line)."""
+    errors: list[str] = []
+    handler = _Collect(errors)
+    log = logging.getLogger(SDK_LOGGER)
+    propagate = log.propagate
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        yield errors
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+
+
+_STATUS = re.compile(r"code: (\d{3}), reason: (.*)", re.S)
+# what the transport's exception text says -> the cause in words (the SDK retries these until its timeout)
+_CONNECTION = (("Connection refused", "connection refused: nothing listens there"),
+               ("NameResolutionError", "the host name does not resolve"),
+               ("Name or service not known", "the host name does not resolve"),
+               ("SSLError", "the TLS handshake failed"),
+               ("timed out", "no answer within the timeout"), ("Timeout", "no answer within the timeout"))
+
+
+def _http_status(errors: list[str]) -> tuple[str, str] | None:
+    """(status, reason) of the last HTTP answer the SDK logged as a failure, None without one."""
+    for e in reversed(errors):
+        m = _STATUS.search(e)
+        if m:
+            return m[1], " ".join(m[2].split())[:120]
+    return None
+
+
+def _cause(signal: str, url: str, errors: list[str], timeout_s: float) -> str:
+    """One line: the HTTP status and reason the receiver answered, else the connection's failure
+    in words, else that nothing answered within ``timeout_s``."""
+    status = _http_status(errors)
+    if status:
+        return f"{signal} to {url}: HTTP {status[0]} {status[1]}".rstrip()
+    text = " ".join(errors)
+    said = next((words for key, words in _CONNECTION if key in text), None) or _connect(url, timeout_s)
+    if said is None:
+        said = " ".join(errors[0].split())[:160] if errors else f"no answer within {timeout_s:g} s"
+    return f"{signal} to {url}: {said}"
+
+
+def _connect(url: str, timeout_s: float) -> str | None:
+    """Why a TCP connection to ``url``'s host and port fails, in words; None when it succeeds.
+    (The SDK logs only "timeout, max retries" when its first attempt already used up the deadline.)"""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)),
+                                      timeout=min(timeout_s, 2.0)):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused: nothing listens there"
+    except socket.gaierror:
+        return "the host name does not resolve"
+    except TimeoutError:
+        return f"no answer within {timeout_s:g} s"
+    except OSError as exc:
+        return f"cannot connect: {exc.strerror or exc}"
+
+
+__all__ = ["FIX_CONNECT", "FIX_REFUSED", "ExportFailed", "OtlpSent", "TIMEOUT_S", "send"]

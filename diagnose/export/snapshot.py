@@ -1,0 +1,208 @@
+"""What an export sends: the verdict, the quadrant shares ("Where the time went"), the key metrics,
+diagnose's own capture cost and the findings of one Report, as typed points with OTel names and units.
+
+Pure: reads the Report (its analysis, its manifest, its SPANS stream for the service name); the
+exporters (diagnose/export/otlp.py, prometheus.py) only send what this builds. Metric names are in
+the ``diagnose.`` namespace; units are UCUM as the OpenTelemetry semantic conventions write them:
+``s`` (latencies and CPU time, converted from the analysis' ms), ``1`` (shares and activities,
+converted from %), ``{request}/s``, ``{token}/s``, ``By``. Percentiles are gauges with a
+``percentile`` attribute (p50, p90, p99, p999), not ``quantile``: Prometheus reserves that label
+for summaries, and these are the capture's measured values, not a summary's streaming estimate.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from diagnose.bundle.streams import SPANS
+from diagnose.model import Account, Analysis, Finding, Report, Severity
+
+Attrs = tuple[tuple[str, str], ...]
+MAX_PLAUSIBLE = 1e15  # no cost, count or latency in a manifest comes near it: a larger one is not a reading
+SERVICE_SPANS_SCANNED = 10_000  # spans read for the service name (the most common one among them)
+MAX_NAME_CHARS = 256  # a resource value from the target (its spans' service.name) is cut to this
+
+
+@dataclass(frozen=True)
+class Point:
+    """One gauge reading: ``name`` (OTel, dotted), ``unit`` (UCUM), ``value`` in that unit."""
+
+    name: str
+    unit: str
+    description: str
+    value: float
+    attributes: Attrs = ()
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """One finding as a log record: ``body`` is its title; ``evidence`` one line per compared signal
+    ("signal=value unit op threshold")."""
+
+    rule_id: str
+    title: str
+    summary: str
+    severity: Severity
+    layer: str
+    quadrant: str  # "secondary" for data-quality and note findings
+    evidence: tuple[str, ...]
+    evidence_points: tuple[Point, ...]  # the same evidence as readings, units differing: Prometheus only
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one export sends. ``resource``: service.name, host.name, process.pid, rank and
+    the user's ``--export-attr`` pairs (the user's win); ``time_ns``: the capture's end (Unix ns)."""
+
+    resource: dict[str, str | int]
+    points: tuple[Point, ...]
+    findings: tuple[FindingRecord, ...]
+    time_ns: int | None
+
+
+def snapshot(report: Report, extra: dict[str, str] | None = None) -> Snapshot:
+    """The Snapshot of ``report``; ``extra`` resource attributes override the derived ones."""
+    a, m = report.analysis, report.manifest
+    points = (*_verdict_points(a), *_account_points(a.accounts), *_key_metric_points(a), *_cost_points(m),
+              *_finding_counts(a.findings))
+    ended = m.get("ended_ns")
+    return Snapshot({**resource_attributes(report), **(extra or {})}, points,
+                    tuple(_finding_record(f) for f in a.findings),
+                    ended if type(ended) is int and ended > 0 else None)
+
+
+def resource_attributes(report: Report) -> dict[str, str | int]:
+    """service.name (the spans' resource when recorded, else the target's process name),
+    host.name, process.pid, and ``rank`` when every torch trace names the same one."""
+    t = report.manifest.get("target")
+    target: dict[str, Any] = t if isinstance(t, dict) else {}
+    name = _service(report) or str(target.get("name") or "unknown_service")[:MAX_NAME_CHARS]
+    out: dict[str, str | int] = {"service.name": name}
+    if isinstance(target.get("host"), str) and target["host"]:
+        out["host.name"] = target["host"][:MAX_NAME_CHARS]
+    if type(target.get("pid")) is int and target["pid"] > 0:
+        out["process.pid"] = target["pid"]
+    ranks = {tr.get("rank") for tr in report.analysis.details.get("torch_traces") or [] if isinstance(tr, dict)}
+    rank = next(iter(ranks)) if len(ranks) == 1 else None
+    if type(rank) is int:
+        out["rank"] = rank
+    return out
+
+
+def _service(report: Report) -> str | None:
+    names: Counter[str] = Counter()
+    for i, rec in enumerate(report.bundle.stream(SPANS)):
+        if i >= SERVICE_SPANS_SCANNED:
+            break
+        s = rec.get("service") if isinstance(rec, dict) else None
+        if isinstance(s, str) and s:
+            names[s[:MAX_NAME_CHARS]] += 1
+    return names.most_common(1)[0][0] if names else None
+
+
+def _num(v: Any) -> float | None:
+    """A finite, plausible number (a hostile or torn manifest: anything else is None)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not -MAX_PLAUSIBLE < v < MAX_PLAUSIBLE:
+        return None  # the comparison also refuses NaN, infinities and ints too large for a float
+    return float(v)
+
+
+def _verdict_points(a: Analysis) -> list[Point]:
+    v = a.verdict
+    attrs = (("quadrant", v.quadrant.value), ("layer", v.layer.value if v.layer else "none"),
+             ("account", v.account or "none"))
+    out = [Point("diagnose.verdict.confidence", "1", "the verdict's confidence (0..1); its quadrant and layer are "
+                 "the attributes", v.confidence, attrs)]
+    shares = a.accounts[0].shares() if a.accounts else v.scores
+    out += [Point("diagnose.quadrant.share", "1", "share of the limiting resource's time per quadrant (0..1)", s,
+                  (("quadrant", q.value), ("account", a.accounts[0].resource if a.accounts else v.account or "none")))
+            for q, s in sorted(shares.items(), key=lambda kv: kv[0].value)]
+    return out
+
+
+def _account_points(accounts: tuple[Account, ...]) -> list[Point]:
+    """Every term of every account (Where the time went), and what no term accounts for."""
+    from diagnose.render.account import account_rows_of
+
+    out: list[Point] = []
+    for acc in accounts:
+        which = (("account", acc.resource), ("account_title", acc.title))  # two GPU accounts differ by title
+        out.append(Point("diagnose.account.time", "s", "seconds the account partitions (thread-, GPU- or "
+                         "request-seconds)", acc.total_s, which))
+        for r in account_rows_of(acc, min_share=0.0):
+            out.append(Point("diagnose.account.share", "1", "a term's share of its account's time (0..1)",
+                             r.share_pct / 100.0, (*which, ("term", r.term), ("quadrant", r.quadrant),
+                                                   ("layer", r.layer))))
+    return out
+
+
+# (signal, OTel name, unit, scale from the signal's unit, description, attributes)
+KEY_METRICS: tuple[tuple[str, str, str, float, str, Attrs], ...] = (
+    ("spans.qps", "diagnose.request.rate", "{request}/s", 1.0, "QPS: requests ended per second of the capture", ()),
+    *(("spans." + q + "_ms", "diagnose.request.duration", "s", 1e-3, "request latency percentile (root spans)",
+       (("percentile", q),)) for q in ("p50", "p90", "p99", "p999")),
+    *(("llm.ttft_" + q + "_ms", "diagnose.gen_ai.time_to_first_token", "s", 1e-3, "TTFT percentile",
+       (("percentile", q),)) for q in ("p50", "p99")),
+    *(("llm.tpot_" + q + "_ms", "diagnose.gen_ai.time_per_output_token", "s", 1e-3, "TPOT percentile",
+       (("percentile", q),)) for q in ("p50", "p99")),
+    ("llm.output_tokens_per_s", "diagnose.gen_ai.output_tokens.rate", "{token}/s", 1.0, "output tokens per second", ()),
+    ("gpu.sm_active_pct", "diagnose.gpu.sm.activity", "1", 1e-2, "GPU SM activity (0..1)", ()),
+    ("gpu.dram_active_pct", "diagnose.gpu.dram.activity", "1", 1e-2, "GPU DRAM activity (0..1)", ()),
+    ("cpu.process_util_pct", "diagnose.process.cpu.utilization", "1", 1e-2,
+     "the target's CPU, 1 = one core", ()),
+)
+
+
+def _key_metric_points(a: Analysis) -> list[Point]:
+    """Only what was measured: a missing signal is left out, never sent as 0."""
+    out = []
+    for signal, name, unit, scale, desc, attrs in KEY_METRICS:
+        s = a.signals.get(signal)
+        value = _num(s.value) if s is not None else None
+        if value is not None:
+            out.append(Point(name, unit, desc, value * scale, attrs))
+    return out
+
+
+def _cost_points(m: dict[str, Any]) -> list[Point]:
+    """diagnose's own cost (manifest ``cost``, diagnose/capture/cost.py) and the capture's end time."""
+    raw = m.get("cost")
+    cost: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    wall, own, kids, rss = (_num(cost.get(k)) for k in ("wall_s", "diagnose_cpu_s", "children_cpu_s", "max_rss_bytes"))
+    out = []
+    if wall is not None and wall > 0:
+        out.append(Point("diagnose.capture.duration", "s", "wall time of the capture", wall))
+    for who, v in (("diagnose", own), ("children", kids)):
+        if v is not None and v >= 0:
+            out.append(Point("diagnose.capture.cpu.time", "s", "CPU diagnose used for the capture (children: py-spy, "
+                             "the live view's analyses)", v, (("process", who),)))
+    if wall and own is not None and own >= 0:
+        out.append(Point("diagnose.capture.cpu.utilization", "1", "diagnose's CPU over the capture, 1 = one core",
+                         own / wall))
+    if rss is not None and rss > 0:
+        out.append(Point("diagnose.capture.memory.peak", "By", "diagnose's peak resident memory", rss))
+    ended = m.get("ended_ns")
+    if type(ended) is int and 0 < ended < 1 << 63:
+        out.append(Point("diagnose.capture.end_time", "s", "when the capture ended (Unix seconds)", ended / 1e9))
+    return out
+
+
+def _finding_counts(findings: tuple[Finding, ...]) -> list[Point]:
+    counts = Counter(f.severity for f in findings)
+    return [Point("diagnose.findings", "{finding}", "findings per severity", float(counts.get(s, 0)),
+                  (("severity", s.value),)) for s in Severity]
+
+
+def _finding_record(f: Finding) -> FindingRecord:
+    quadrant = f.quadrant.value if f.quadrant else "secondary"
+    lines = tuple(f"{e.signal}={e.value:g} {e.unit} {e.op} {e.threshold:g}".replace("  ", " ") for e in f.evidence)
+    pts = tuple(Point("diagnose.finding.evidence", "", "a signal a rule compared with its threshold, in the "
+                      "signal's unit (its attribute)", v, (("rule_id", f.rule_id), ("signal", e.signal),
+                                                           ("unit", e.unit), ("op", e.op),
+                                                           ("threshold", f"{e.threshold:g}")))
+                for e in f.evidence if (v := _num(e.value)) is not None)
+    return FindingRecord(f.rule_id, f.title, f.summary, f.severity, f.layer.value, quadrant, lines, pts)
+
+
+__all__ = ["FindingRecord", "KEY_METRICS", "Point", "Snapshot", "resource_attributes", "snapshot"]

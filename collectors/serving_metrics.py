@@ -1,7 +1,8 @@
 """Serving-metrics collector: a serving engine's own Prometheus /metrics (vLLM, SGLang, Triton, TGI).
 
 ``--metrics http(s)://HOST:PORT/metrics`` scrapes the page once a second in this collector's own
-thread (urllib; no redirects followed, at most MAX_BYTES read within TIMEOUT_S) and keeps the
+thread (urllib; no redirects followed, at most MAX_BYTES read within TIMEOUT_S; a page that costs
+more than MAX_CPU_SHARE of a core to read spaces the next scrapes out) and keeps the
 series of the metrics in collectors/serving_fields.py, read with prometheus_client's text parser.
 The page is the target's hostile input: a failed or malformed scrape is recorded, never raised into
 the capture; series, buckets and labels are capped.
@@ -25,6 +26,7 @@ from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, Thre
 from diagnose.collectors.serving_fields import Page, engine_of, read_page
 
 PERIOD_S = 1.0
+MAX_CPU_SHARE = 0.1  # a scrape that took longer than this share of the period delays the next ones
 TIMEOUT_S = 2.0  # the whole GET, connect to last byte
 MAX_BYTES = 4 << 20
 USAGE = "--metrics expects http(s)://HOST:PORT/metrics (a vLLM, SGLang, Triton or TGI /metrics endpoint)"
@@ -106,6 +108,8 @@ class ServingMetricsCollector(ThreadedCollector):
         self._scrapes = 0
         self._errors = 0
         self._garbage = 0
+        self._next_ns = 0  # monotonic ns before which no scrape starts (MAX_CPU_SHARE)
+        self._slowed = 0  # scrapes that cost more than MAX_CPU_SHARE of the period
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
         if not options.metrics_url:
@@ -140,13 +144,17 @@ class ServingMetricsCollector(ThreadedCollector):
         self._skip_first_tick = True
 
     def counts(self) -> dict[str, Any]:
-        return {"records": self._scrapes, "errors": self._errors, "garbage_lines": self._garbage}
+        return {"records": self._scrapes, "errors": self._errors, "garbage_lines": self._garbage,
+                "slowed": self._slowed}
 
     def tick(self) -> bool:
         if self._skip_first_tick:  # the probe's scrape stands for t=0
             self._skip_first_tick = False
             return True
         t0 = time.monotonic_ns()
+        if t0 < self._next_ns:  # the last page cost too much: this tick is skipped
+            return True
+        cpu0 = time.thread_time_ns()
         try:
             page = read_page(self._probed().fetch())
         except ScrapeError as exc:
@@ -154,8 +162,16 @@ class ServingMetricsCollector(ThreadedCollector):
             self._out.write({"kind": "error", "t_ns": time.time_ns(), "reason": str(exc)})
             self._partial_reason = f"{self._errors} scrape(s) failed, last: {exc}"
             return True
+        self._throttle(t0, time.thread_time_ns() - cpu0)
         self._write(time.time_ns(), time.monotonic_ns() - t0, page)
         return True
+
+    def _throttle(self, t0_ns: int, cpu_ns: int) -> None:
+        """Keep this thread under MAX_CPU_SHARE of a core: a scrape that took ``cpu_ns`` of CPU
+        (a huge page, a slow parse) puts the next one at least ``cpu_ns / MAX_CPU_SHARE`` later."""
+        if cpu_ns > MAX_CPU_SHARE * PERIOD_S * 1e9:
+            self._next_ns = t0_ns + int(cpu_ns / MAX_CPU_SHARE)
+            self._slowed += 1
 
     def _probed(self) -> MetricsPage:
         if self._page is None:

@@ -25,6 +25,8 @@ from typing import Any
 from diagnose.collectors.serving_fields import INF, METRICS, TABLE, Combine, Engine, Kind, ServingMetric
 
 QUANTILES = (0.5, 0.99)
+# The probe's scrape comes a little before the source record; anything much earlier is not this capture's.
+EARLIEST_BEFORE_SOURCE_NS = 60 * 10**9
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,16 @@ def read_scrapes(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], lis
         elif kind == "error":
             errors.append(str(rec.get("reason"))[:200])
         elif kind == "scrape" and type(rec.get("t_ns")) is int and isinstance(rec.get("series"), list):
-            series = tuple(s for s in rec["series"] if isinstance(s, dict) and s.get("name") in METRICS)
+            series = tuple(s for s in rec["series"]
+                           if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"] in METRICS)
             scrapes.append(Scrape(rec["t_ns"], series))
             raw.append(rec)
-    scrapes.sort(key=lambda s: s.t_ns)
-    return source, scrapes, errors, raw
+    start = source.get("t_ns")
+    if type(start) is int:  # a hand-edited scrape far before the collector started is not in the window
+        kept = [i for i, sc in enumerate(scrapes) if sc.t_ns >= start - EARLIEST_BEFORE_SOURCE_NS]
+        scrapes, raw = [scrapes[i] for i in kept], [raw[i] for i in kept]
+    order = sorted(range(len(scrapes)), key=lambda i: scrapes[i].t_ns)
+    return source, [scrapes[i] for i in order], errors, [raw[i] for i in order]
 
 
 def _num(v: Any) -> float | None:

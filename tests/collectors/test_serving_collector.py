@@ -14,7 +14,13 @@ import pytest
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import SERVING, SERVING_RAW
 from diagnose.collectors import serving_metrics as sm_mod
-from diagnose.collectors.serving_fields import MAX_BUCKETS, MAX_SERIES_PER_METRIC, read_page
+from diagnose.collectors.serving_fields import (
+    MAX_BUCKETS,
+    MAX_GARBAGE,
+    MAX_PARSED_LINES,
+    MAX_SERIES_PER_METRIC,
+    read_page,
+)
 from diagnose.collectors.serving_metrics import MetricsPage, ScrapeError, ServingMetricsCollector, parse_metrics_url
 from diagnose.model import Report
 from diagnose.render import render
@@ -108,6 +114,30 @@ def test_series_buckets_and_labels_are_capped():
     e2e = [s for s in page.series if s["name"] == "vllm:e2e_request_latency_seconds"][0]
     assert len(e2e["buckets"]) == MAX_BUCKETS
     assert page.dropped == 2000 - MAX_SERIES_PER_METRIC + 1001 - MAX_BUCKETS
+
+
+def test_a_page_of_garbage_or_of_too_many_lines_costs_a_bounded_parse():
+    t0 = time.monotonic()
+    garbage = read_page("vllm:num_requests_running{ 1\n" * 20_000)
+    assert garbage.garbage == MAX_GARBAGE and "the rest of the page was left" in garbage.garbage_lines[-1]
+    many = read_page("vllm:num_requests_running 1\n" * (MAX_PARSED_LINES + 500))
+    assert many.dropped == 500 and f"only the first {MAX_PARSED_LINES} read" in many.garbage_lines[-1]
+    assert time.monotonic() - t0 < 2.5  # line by line, 20,000 lines would take ~3 s on one core
+
+
+def test_an_expensive_page_spaces_the_scrapes_out(workload, tmp_path):
+    """A page that costs more than a tenth of a core to read (2,000 series: ~0.25 s) delays the next
+    scrape by ten times its cost: the capture scrapes it twice in 2 s, not three times."""
+    big = "".join(f'vllm:num_requests_running{{model_name="m{i}"}} 1\n' for i in range(2500))
+    server = PageServer({"big": big.encode()})
+    try:
+        proc = workload("idle_parent")
+        b = Bundle.open(capture(proc.pid, tmp_path, (ServingMetricsCollector(),), duration_s=2.2,
+                                metrics_url=server.url("big")))
+    finally:
+        server.close()
+    st = b.collectors["serving"]
+    assert st.counts["slowed"] >= 1 and st.counts["records"] == 2, st.counts
 
 
 def test_hostile_endpoints_fail_with_a_reason(pages, monkeypatch):

@@ -127,3 +127,19 @@ def test_bucket_quantile_edges():
     assert bucket_quantile(0.5, [(1.0, 0), (2.0, 0), (inf, 10)]) == (2.0, True)  # all above the top bound
     assert bucket_quantile(0.5, [(1.0, 0), (inf, 0)]) == (None, False)  # no observation in the window
     assert bucket_quantile(0.5, []) == (None, False)
+
+
+def test_hand_edited_stream_records_cost_only_themselves():
+    """The stream is a file in a bundle anyone may edit: wrong types are skipped, never raised."""
+    records, index = recording("vllm")
+    records[0]["t_ns"] = index["scrapes"][0]["t_ns"]
+    bad = [{"kind": "scrape", "t_ns": "soon", "series": []}, {"kind": "scrape", "t_ns": 5, "series": "x"},
+           {"kind": "scrape", "t_ns": 6, "series": [{"name": ["list"]}, {"name": "vllm:num_requests_running",
+                                                                        "value": "NaN"},
+                                                   {"name": "vllm:e2e_request_latency_seconds",
+                                                    "buckets": [["a", 1], [None], 7, [1e400, 2]]}]},
+           {"kind": "error", "t_ns": 7, "reason": ["not", "text"]}, {"kind": 3}]
+    sm = serving_metrics(records + bad)
+    assert sm.engine is Engine.VLLM and sm.scrapes == 4 and len(sm.errors) == 1  # t_ns 6: decades early
+    assert sm.window_s == pytest.approx(window_s(index))
+    assert sm.histograms["ttft"].count >= 60 and sm.gauges["kv_usage"].max == pytest.approx(99.0)

@@ -8,8 +8,10 @@ tests/record_serving_metrics.py records fixtures/serving-metrics from it; the li
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -154,8 +156,8 @@ class Engine:
 
 
 class Live:
-    """A served engine whose traffic runs on: a step and the next gauge values every ``period_s``
-    (a thread stopped by ``close``)."""
+    """A served engine whose traffic runs on: a step every ``period_s``, and the gauges of scrape n
+    from second n - 1 on (a thread stopped by ``close``)."""
 
     def __init__(self, engine: str, period_s: float = 0.25):
         import threading
@@ -169,16 +171,38 @@ class Live:
         self._thread.start()
 
     def _run(self, period_s: float) -> None:
-        n = 1
+        import time
+
+        t0 = time.monotonic()
         while not self._stop.wait(period_s):
-            n += 1
             self.engine.apply(STEPS[self.engine.engine])
-            self.engine.set_gauges(n)
+            self.engine.set_gauges(1 + int(time.monotonic() - t0))
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5)
         self.engine.close()
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "serving-metrics"
+
+
+def recording(variant: str, edit: Callable[[str], str] = lambda text: text) -> tuple[list[dict], dict]:
+    """A recording's scrapes as the collector's stream records (each page through ``edit`` first),
+    and its index (engine, scrape times, truth)."""
+    from diagnose.collectors.serving_fields import read_page
+    from diagnose.collectors.serving_metrics import scrape_record
+
+    index = json.loads((FIXTURES / f"{variant}.json").read_text())
+    records = [{"kind": "source", "engine": index["engine"], "url": f"fixture:{variant}"}]
+    for s in index["scrapes"]:
+        records.append(scrape_record(s["t_ns"], 0, read_page(edit((FIXTURES / s["file"]).read_text()))))
+    return records, index
+
+
+def window_s(index: dict) -> float:
+    """Seconds from a recording's first scrape to its last."""
+    return (index["scrapes"][-1]["t_ns"] - index["scrapes"][0]["t_ns"]) / 1e9
 
 
 def truth(engine: str, steps: int) -> dict[str, Any]:
@@ -194,4 +218,5 @@ def truth(engine: str, steps: int) -> dict[str, Any]:
     return out
 
 
-__all__ = ["BUCKETS", "Engine", "Live", "GAUGES", "NAMES", "STEPS", "WARM_UP", "truth"]
+__all__ = ["BUCKETS", "FIXTURES", "GAUGES", "NAMES", "STEPS", "WARM_UP", "Engine", "Live", "recording", "truth",
+           "window_s"]

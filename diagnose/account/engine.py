@@ -2,7 +2,8 @@
 time of the requests that finished in the capture window.
 
 vLLM: queue, prefill, decode (``request_{queue,prefill,decode}_time_seconds``); TGI: queue and
-inference; SGLang: queue and the rest of the request (``e2e - queue``, not split further); Triton:
+inference; SGLang: queue and the rest of the request (``e2e - queue``), of which the share of the
+window its GPU waited for the CPU scheduler (``gpu_overlap_wait_seconds``) is the scheduler's; Triton:
 queue, compute_input + compute_output and compute_infer (its cumulative duration counters). The
 phase sums are increases over the window (diagnose/signals/serving_metrics.py), so they are exact,
 not bucket-interpolated. Pure: reads ``details["serving"]``.
@@ -33,6 +34,26 @@ def _seconds(serving: dict[str, Any], key: str) -> float | None:
     return float(r["increase"]) if isinstance(r, dict) and isinstance(r.get("increase"), (int, float)) else None
 
 
+RUNNING = ("engine.inference", "engine.prefill", "engine.decode")
+
+
+def _scheduler_wait(serving: dict[str, Any], seconds: dict[str, float]) -> list[str]:
+    """SGLang: while requests ran in the engine its GPU forward stream sat idle ``overlap`` of the
+    time waiting for the CPU scheduler; that part of their running time moves to its own term."""
+    wait = (serving.get("rates") or {}).get("overlap_wait") or {}
+    window = serving.get("window_s") or 0.0
+    if not isinstance(wait.get("increase"), (int, float)) or window <= 0 or wait["increase"] <= 0:
+        return []
+    share = min(1.0, wait["increase"] / window)
+    for kind in RUNNING:
+        if kind in seconds:
+            moved = seconds[kind] * share
+            seconds[kind] -= moved
+            seconds["engine.scheduler_wait"] = seconds.get("engine.scheduler_wait", 0.0) + moved
+    return [f"the GPU waited for the CPU scheduler {share:.0%} of the window (gpu_overlap_wait_seconds): "
+            "that share of the requests' running time is attributed to it"]
+
+
 def engine_account(details: dict[str, Any]) -> Account | None:
     serving = details.get("serving") or {}
     total = _seconds(serving, "e2e")
@@ -49,6 +70,7 @@ def engine_account(details: dict[str, Any]) -> Account | None:
     if set(seconds) == {"engine.queue"}:  # SGLang: only the queue is measured apart
         seconds["engine.inference"] = max(0.0, total - seconds["engine.queue"])
         notes = ["the engine measures only its queue apart: the rest of each request is shown as inference"]
+    notes += _scheduler_wait(serving, seconds)
     over = sum(seconds.values()) / total
     if over > 1.0:  # phases overlap or clocks differ: a partition cannot exceed 1
         seconds = {k: v / over for k, v in seconds.items()}

@@ -82,6 +82,8 @@ KINDS: dict[str, TermKind] = {k.kind: k for k in (
     _k("engine.prefill", "prefill (prompt processing, first token)", Q.COMPUTE, L.MODEL, None),
     _k("engine.decode", "decode (output tokens after the first)", Q.COMPUTE, L.MODEL, None),
     _k("engine.inference", "inference in the engine (prefill and decode)", Q.COMPUTE, L.MODEL, None),
+    _k("engine.scheduler_wait", "GPU idle in the engine, waiting for its CPU scheduler (SGLang overlap wait)",
+       Q.SERVICE, L.ENGINE, "service.engine_scheduler_gaps"),
     _k("engine.compute_infer", "model execution (Triton compute_infer)", Q.COMPUTE, L.MODEL, None),
     _k("engine.tensor_io", "input/output tensor handling (Triton compute_input + compute_output)", Q.SERVICE,
        L.ENGINE, None),

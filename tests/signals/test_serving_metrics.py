@@ -8,30 +8,13 @@ increase would see them.
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from diagnose.collectors.serving_fields import Engine, read_page
 from diagnose.collectors.serving_metrics import scrape_record
 from diagnose.signals.serving import _signals, queue_share
 from diagnose.signals.serving_metrics import bucket_quantile, counter_increase, serving_metrics
-from helpers import REPO
-
-FIXTURES = REPO / "fixtures" / "serving-metrics"
-
-
-def recording(variant: str, edit=lambda text: text) -> tuple[list[dict], dict]:
-    """The recording's scrapes as the collector's stream records, and its index (truth, times)."""
-    index = json.loads((FIXTURES / f"{variant}.json").read_text())
-    records = [{"kind": "source", "engine": index["engine"], "url": f"fixture:{variant}"}]
-    for s in index["scrapes"]:
-        records.append(scrape_record(s["t_ns"], 0, read_page(edit((FIXTURES / s["file"]).read_text()))))
-    return records, index
-
-
-def window_s(index: dict) -> float:
-    return (index["scrapes"][-1]["t_ns"] - index["scrapes"][0]["t_ns"]) / 1e9
+from serving_sim import recording, window_s
 
 
 def test_vllm_recording_gives_the_simulated_rates_and_quantiles():

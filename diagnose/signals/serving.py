@@ -21,7 +21,8 @@ from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.serving_metrics import ServingMetrics, serving_metrics
 
 DEFINITIONS = ("TTFT: request arrival to its first output token (queueing and prefill included); "
-               "ITL: time between consecutive output tokens of one request (every gap is one observation); "
+               "ITL: time between consecutive output tokens of one request (vLLM's and SGLang's ITL "
+               "histograms observe every such gap); "
                "TPOT: (e2e - TTFT) / (output tokens - 1), the mean per request (one observation per request); "
                "P50/P99 are bucket-interpolated from the engine's histograms over the capture window "
                "(exact only to a bucket's width), means are exact (increase of _sum / increase of _count)")

@@ -96,9 +96,12 @@ def test_garbage_lines_are_reported_and_the_rest_is_read(pages):
 
 
 def test_shared_dcgm_exporter_pages_hold_no_engine_metric():
-    for name in ("t4", "l40s", "a100-mig"):
-        page = read_page(need(DCGM / DCGM_FILES[name]).read_text())
-        assert page.series == [] and page.garbage == 0 and page.other_lines > 10, name
+    proms = sorted(DCGM.glob("*.prom"))
+    if not proms:
+        pytest.skip(f"no shared dcgm-exporter recordings in {DCGM} (../shared/data not mounted)")
+    for path in proms:
+        page = read_page(path.read_text())
+        assert page.series == [] and page.garbage == 0 and page.other_lines > 10, path.name
     csv = read_page(need(DCGM / DCGM_FILES["counters-csv"]).read_text())  # not exposition at all
     assert csv.series == [] and csv.garbage == 0
 

@@ -1,7 +1,8 @@
 """Serving-metrics collector: a serving engine's own Prometheus /metrics (vLLM, SGLang, Triton, TGI).
 
 ``--metrics http(s)://HOST:PORT/metrics`` scrapes the page once a second in this collector's own
-thread (urllib; no redirects followed, at most MAX_BYTES read within TIMEOUT_S; a page that costs
+thread (collectors/http_page.py: no redirects followed, at most MAX_BYTES read within TIMEOUT_S,
+headers included; a page that costs
 more than MAX_CPU_SHARE of a core to read spaces the next scrapes out) and keeps the
 series of the metrics in collectors/serving_fields.py, read with prometheus_client's text parser.
 The page is the target's hostile input: a failed or malformed scrape is recorded, never raised into
@@ -23,6 +24,7 @@ from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import SERVING, SERVING_RAW
 from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
+from diagnose.collectors.http_page import BoundedGet, PageError
 from diagnose.collectors.serving_fields import Page, engine_of, read_page
 
 PERIOD_S = 1.0
@@ -31,7 +33,6 @@ TIMEOUT_S = 2.0  # the whole GET, connect to last byte
 MAX_BYTES = 4 << 20
 USAGE = "--metrics expects http(s)://HOST:PORT/metrics (a vLLM, SGLang, Triton or TGI /metrics endpoint)"
 NOT_REQUESTED = "not requested: pass --metrics URL of the serving engine's Prometheus /metrics"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class ScrapeError(Exception):
@@ -47,49 +48,24 @@ def parse_metrics_url(value: str) -> str:
 
 
 class MetricsPage:
-    """GET one /metrics page: http(s) only, no redirects, bounded in size and time."""
+    """GET one /metrics page (collectors/http_page.py: http(s) only, no redirects, at most
+    MAX_BYTES within TIMEOUT_S, headers included)."""
 
     def __init__(self, url: str):
-        import urllib.request  # http.client and friends: only when a URL is given
-
-        class NoRedirect(urllib.request.HTTPRedirectHandler):
-            def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-                return None  # a 3xx becomes an HTTPError: never follow the target elsewhere
-
         self.url = parse_metrics_url(url)
-        host = urllib.parse.urlsplit(self.url).hostname or ""
-        handlers: list[Any] = [NoRedirect()]
-        if host in LOOPBACK:  # reached directly even where an http_proxy is set
-            handlers.append(urllib.request.ProxyHandler({}))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._get = BoundedGet(self.url, TIMEOUT_S, MAX_BYTES)
 
     def fetch(self) -> str:
         """The page's text (undecodable bytes replaced). Raises ScrapeError."""
-        import urllib.error
-
-        deadline = time.monotonic() + TIMEOUT_S
-        chunks: list[bytes] = []
-        size = 0
+        self._get.timeout_s = TIMEOUT_S
         try:
-            with self._opener.open(self.url, timeout=TIMEOUT_S) as resp:
-                while size <= MAX_BYTES:
-                    if time.monotonic() > deadline:
-                        raise ScrapeError(f"{self.url} took more than {TIMEOUT_S:g} s to send its page")
-                    chunk = resp.read1(64 << 10)  # what has arrived: a trickle meets the deadline
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-        except urllib.error.HTTPError as exc:
-            raise ScrapeError(f"HTTP {exc.code} from {self.url}") from None
-        except (TimeoutError, urllib.error.URLError, OSError, ValueError) as exc:
-            raise ScrapeError(f"cannot reach {self.url}: {getattr(exc, 'reason', exc)}") from None
-        if size > MAX_BYTES:
-            raise ScrapeError(f"{self.url} returned more than {MAX_BYTES >> 20} MiB")
-        return b"".join(chunks).decode("utf-8", errors="replace")
+            body = self._get.fetch()
+        except PageError as exc:
+            raise ScrapeError(str(exc)) from None
+        return body.decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        self._opener.close()
+        self._get.close()
 
 
 def scrape_record(t_ns: int, dur_ns: int, page: Page) -> dict[str, Any]:

@@ -39,6 +39,13 @@ class PageServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
                 name = self.path.strip("/").removesuffix("/metrics")
+                if name == "slow-headers":  # a header byte every 0.1 s: each read meets its socket timeout
+                    self.wfile.write(b"HTTP/1.0 200 OK\r\n")
+                    for b in b"X-Padding: " + b"x" * 60 + b"\r\n\r\n":
+                        self.wfile.write(bytes([b]))
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                    return
                 if name == "redirect":
                     self.send_response(302)
                     self.send_header("Location", "file:///etc/passwd")
@@ -82,7 +89,7 @@ def pages():
                                      "vllm:num_requests_running{} not-a-number"] + lines[6:]) + "\n"
     server = PageServer({"vllm": clean.encode(), "garbage": garbage.encode(),
                          "huge": b"vllm:num_requests_running 1\n" * ((sm_mod.MAX_BYTES // 28) + 10),
-                         "trickle": clean.encode()[:200]})
+                         "trickle": clean.encode()[:200], "slow-headers": b""})
     yield server
     server.close()
 
@@ -152,6 +159,10 @@ def test_hostile_endpoints_fail_with_a_reason(pages, monkeypatch):
     t0 = time.monotonic()
     with pytest.raises(ScrapeError, match="took more than 0.5 s"):
         MetricsPage(pages.url("trickle")).fetch()
+    assert time.monotonic() - t0 < 1.5
+    t0 = time.monotonic()  # the deadline holds for the headers too (urllib's timeout is per read)
+    with pytest.raises(ScrapeError, match="took more than 0.5 s"):
+        MetricsPage(pages.url("slow-headers")).fetch()
     assert time.monotonic() - t0 < 1.5
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

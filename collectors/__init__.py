@@ -7,8 +7,9 @@ from diagnose.collectors.nvml import NvmlCollector
 from diagnose.collectors.otlp import OtlpCollector
 from diagnose.collectors.process import ProcessCollector
 from diagnose.collectors.pyspy import PySpyCollector
+from diagnose.collectors.serving_metrics import ServingMetricsCollector
 
 COLLECTORS: tuple[type[Collector], ...] = (PySpyCollector, ProcessCollector, NvmlCollector, GpmCollector,
-                                          DcgmCollector, AgentCollector, OtlpCollector)
+                                          DcgmCollector, ServingMetricsCollector, AgentCollector, OtlpCollector)
 
 __all__ = ["COLLECTORS", "CaptureOptions", "Collector", "CollectorError", "Probe"]

@@ -38,6 +38,7 @@ class CaptureOptions:
     otlp_max_body_bytes: int = 8 * 1024 * 1024
     gpu_rate_hz: float = 10.0  # NVML polling rate (GPM and DCGM run slower, see their modules)
     dcgm_url: str | None = None  # --dcgm: dcgm-exporter /metrics URL or dcgm://HOST[:PORT]
+    metrics_url: str | None = None  # --metrics: the serving engine's Prometheus /metrics URL
     overhead_budget_pct: float = 10.0  # --overhead-budget: diagnose's CPU, % of one core (capture/budget.py)
 
 

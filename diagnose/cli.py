@@ -127,6 +127,7 @@ def capture_options(f):
         click.option("--dcgm", metavar="URL", callback=_check_dcgm,
                      help="Scrape this dcgm-exporter (http://HOST:9400/metrics) or read "
                           "nv-hostengine (dcgm://HOST) for SM/DRAM/tensor activity."),
+        metrics_option,
         thresholds_option,
     )):
         f = opt(f)
@@ -181,6 +182,17 @@ def _check_attrs(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
         raise click.BadParameter(str(exc)) from None
 
 
+def _check_metrics(ctx, param, value: str | None) -> str | None:
+    from diagnose.collectors.serving_metrics import parse_metrics_url
+
+    if value is None:
+        return None
+    try:
+        return parse_metrics_url(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def export_request(exports, export_attrs: dict[str, str], export_hold: float, export_timeout: float):
     """The ExportRequest of the ``--export*`` options, None without any ``--export``."""
     from diagnose.export.run import ExportRequest
@@ -200,6 +212,12 @@ def export_report(rep, request) -> None:
     for o in outcomes:
         click.echo(o.line if o.ok else f"diagnose: warning: {o.line}", err=True)
     hold([o.server for o in outcomes if o.server is not None], request.hold_s, lambda line: click.echo(line, err=True))
+
+
+metrics_option = click.option(
+    "--metrics", metavar="URL", callback=_check_metrics,
+    help="Scrape the serving engine's Prometheus /metrics (vLLM, SGLang, Triton, TGI) once a second: "
+         "queue share, in-flight, TTFT/ITL/TPOT P50/P99, KV-cache usage and preemptions.")
 
 
 def _check_otlp_listen(ctx, param, value: str | None) -> str | None:
@@ -229,7 +247,8 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None, overhead_budget: float = 10.0,
-                command: list[str] | None = None, thresholds: Path | None = None, exports=None) -> int:
+                command: list[str] | None = None, thresholds: Path | None = None, exports=None,
+                metrics: str | None = None) -> int:
     """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code.
 
     The signal policy (diagnose.capture.stop) holds from here until the ``report:`` line: repeated
@@ -247,7 +266,8 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                                  subprocesses=subprocesses, skip=tuple(skip),
                                  torch_window_s=min(torch_window, duration),  # never past --duration
                                  agent_inject=inject, otlp_listen=otlp_listen,
-                                 gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget)
+                                 gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget,
+                                 metrics_url=metrics)
         request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
         try:
             code, rep = _attach_and_report(request, no_tui, signals)
@@ -318,10 +338,11 @@ def attach(pid: int, exports, export_attrs: dict[str, str], export_hold: float, 
               help="With --capture: torch profiled time (s), in bounded windows (see attach --help).")
 @click.option("--otlp-listen", metavar="HOST:PORT", callback=_check_otlp_listen,
               help="With --capture: also receive OTLP/HTTP spans on HOST:PORT.")
+@metrics_option
 @click.option("--nvtx", is_flag=True, help="Mirror OpenTelemetry spans as NVTX ranges (nvtx package).")
 @click.option("--print-env", is_flag=True, help="Print the environment that enables the agent, and exit.")
 def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Path, no_tui: bool,
-        torch_window: float, otlp_listen: str | None, nvtx: bool, print_env: bool) -> None:
+        torch_window: float, otlp_listen: str | None, metrics: str | None, nvtx: bool, print_env: bool) -> None:
     """Run COMMAND with the diagnose agent preloaded; it idles until `diagnose attach <pid>`.
 
     Example: diagnose run -- python serve.py --port 8000. Exit code: the command's; with
@@ -346,7 +367,7 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
     def capture(pid: int) -> int:
         try:
             return run_capture(pid, duration_s, out, no_tui=no_tui, torch_window=torch_window,
-                               otlp_listen=otlp_listen)
+                               otlp_listen=otlp_listen, metrics=metrics)
         except click.exceptions.Exit as exc:  # already reported; the command keeps running
             return exc.exit_code
 

@@ -4,9 +4,10 @@ from diagnose.rules.base import Condition, Rule
 from diagnose.rules.batching import BATCHING_RULES
 from diagnose.rules.cpu import CPU_RULES
 from diagnose.rules.gpu import GPU_RULES
+from diagnose.rules.serving import SERVING_RULES
 from diagnose.rules.timeline import TIMELINE_RULES
 
-RULES: tuple[Rule, ...] = CPU_RULES + GPU_RULES + TIMELINE_RULES + BATCHING_RULES
+RULES: tuple[Rule, ...] = CPU_RULES + GPU_RULES + TIMELINE_RULES + BATCHING_RULES + SERVING_RULES
 
 # Where to act, in order, once a quadrant is known (DESIGN.md, "change one layer at a time").
 LAYER_PLAN: dict[Quadrant, tuple[Layer, ...]] = {

@@ -2,13 +2,15 @@
 
 ``build_accounts`` returns every account the bundle supports, the limiting resource's first:
 the GPU where a kernel timeline exists (the resource the service exists to feed) or its counters
-show it busy most of the time, else the target's threads, else its requests, else a CPU-only torch trace.
+show it busy most of the time, else the target's threads, else its requests (stage spans, then the
+serving engine's own /metrics), else a CPU-only torch trace.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 
+from diagnose.account.engine import engine_account
 from diagnose.account.gpu import gpu_account, gpu_counters_account, torch_cpu_account
 from diagnose.account.requests import request_account
 from diagnose.account.threads import thread_account
@@ -25,6 +27,7 @@ SOURCES: tuple[tuple[str, Callable[[Bundle, Extracted], Account | None]], ...] =
      if gpu_account(ex.signals, ex.details) is not None else None),
     ("threads", lambda b, ex: thread_account(b, ex.signals)),
     ("requests", lambda b, ex: request_account(ex.signals, ex.details)),
+    ("engine", lambda b, ex: engine_account(ex.details)),
     ("torch_ops", lambda b, ex: torch_cpu_account(ex.signals, ex.details)),
 )
 

@@ -77,6 +77,16 @@ KINDS: dict[str, TermKind] = {k.kind: k for k in (
     _k("stage.postprocess", "post-processing / serialization stage", Q.SERVICE, L.SERVICE, None),
     _k("stage.network", "outgoing network calls", Q.IO, L.SYSTEM, "io.network_stage"),
     _k("stage.db", "database calls", Q.IO, L.SYSTEM, "io.db_stage"),
+    # Request time inside a serving engine (its own /metrics histograms or duration counters).
+    _k("engine.queue", "waiting in the engine's queue", Q.SERVICE, L.SERVICE, "service.engine_queueing"),
+    _k("engine.prefill", "prefill (prompt processing, first token)", Q.COMPUTE, L.MODEL, None),
+    _k("engine.decode", "decode (output tokens after the first)", Q.COMPUTE, L.MODEL, None),
+    _k("engine.inference", "inference in the engine (prefill and decode)", Q.COMPUTE, L.MODEL, None),
+    _k("engine.scheduler_wait", "GPU idle in the engine, waiting for its CPU scheduler (SGLang overlap wait)",
+       Q.SERVICE, L.ENGINE, "service.engine_scheduler_gaps"),
+    _k("engine.compute_infer", "model execution (Triton compute_infer)", Q.COMPUTE, L.MODEL, None),
+    _k("engine.tensor_io", "input/output tensor handling (Triton compute_input + compute_output)", Q.SERVICE,
+       L.ENGINE, None),
 )}
 
 # Frame category of an on-CPU or self-caused wait -> thread term kind.

@@ -245,6 +245,26 @@ class DcgmRecord(TypedDict, total=False):
     reason: str
 
 
+class ServingRecord(TypedDict, total=False):
+    """``kind``: source (url, engine, period_s), scrape (t_ns, dur_ms, series, garbage,
+    garbage_lines, other_lines, dropped) or error (t_ns, reason); see collectors/serving_metrics.py.
+    A series: ``name`` (the metric, counters without ``_total``), ``labels``, and ``value`` (gauge,
+    counter) or ``buckets`` ([le, cumulative count], le ascending), ``sum``, ``count`` (histogram)."""
+
+    kind: str
+    url: str
+    engine: str
+    period_s: float
+    t_ns: int
+    dur_ms: float
+    series: list[dict[str, Any]]
+    garbage: int
+    garbage_lines: list[str]
+    other_lines: int
+    dropped: int
+    reason: str
+
+
 class SpanRecord(TypedDict, total=False):
     """One span (diagnose/agent/inproc/records.py make_record): ids in hex, times Unix ns."""
 
@@ -309,6 +329,9 @@ NVML = StreamSpec("nvml.jsonl", "nvml", NvmlRecord, record_tuple)
 GPM = StreamSpec("gpm.jsonl", "gpm", GpmRecord, record_tuple)
 DCGM = StreamSpec("dcgm.jsonl", "dcgm", DcgmRecord, record_tuple)
 DCGM_RAW = StreamSpec("dcgm/", "dcgm", str, None, StreamKind.FILES, "dcgm/scrape-{seq:04d}.prom")
+SERVING = StreamSpec("serving-metrics.jsonl", "serving", ServingRecord, record_tuple)
+SERVING_RAW = StreamSpec("serving-metrics/", "serving", str, None, StreamKind.FILES,
+                         "serving-metrics/scrape-{seq:04d}.prom")
 SPANS = StreamSpec("spans.jsonl", "agent", SpanRecord, record_tuple)  # also the OTLP receiver, importers
 GC = StreamSpec("gc.jsonl", "agent", GcPauseRecord, record_tuple)
 TORCH = StreamSpec("torch.jsonl", "agent", TorchTraceRecord, record_tuple)
@@ -318,9 +341,11 @@ NVML_CALLS = StreamSpec("nvml-calls.jsonl", "nvml", NvmlCallRecord, record_tuple
 GPM_CALLS = StreamSpec("gpm-calls.jsonl", "gpm", NvmlCallRecord, record_tuple)
 
 STREAMS: tuple[StreamSpec, ...] = (PROCESS, THREADS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, NVML, GPM, DCGM,
-                                   DCGM_RAW, SPANS, GC, TORCH, TORCH_TRACES, NVML_CALLS, GPM_CALLS)
+                                   DCGM_RAW, SERVING, SERVING_RAW, SPANS, GC, TORCH, TORCH_TRACES, NVML_CALLS,
+                                   GPM_CALLS)
 
 
 __all__ = ["DCGM", "DCGM_RAW", "FINDINGS", "GC", "GPM", "GPM_CALLS", "NVML", "NVML_CALLS", "PROCESS", "PYSPY",
-           "PYSPY_SOURCES", "PYSPY_WINDOWS", "REPORT", "SPANS", "STREAMS", "THREADS", "TORCH", "TORCH_TRACES",
+           "PYSPY_SOURCES", "PYSPY_WINDOWS", "REPORT", "SERVING", "SERVING_RAW", "SPANS", "STREAMS", "THREADS",
+           "TORCH", "TORCH_TRACES",
            "StreamKind", "StreamSpec", "read_json_list", "record_tuple"]

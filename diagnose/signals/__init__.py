@@ -17,9 +17,10 @@ from diagnose.signals.base import SignalSource, SourceResult
 from diagnose.signals.cpu import cpu_signals
 from diagnose.signals.gpu import gpu_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
+from diagnose.signals.serving import serving_signals
 from diagnose.signals.timeline import timeline_signals
 
-SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_signals)
+SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_signals, serving_signals)
 
 
 

@@ -2,7 +2,8 @@
 
 A ``SignalSpec`` holds a signal's unit, family (the part of the name before the first dot), the
 signal source that produces it (``SIGNAL_SOURCES`` in diagnose/signals/__init__.py, by name:
-``cpu`` = cpu_signals, ``gpu`` = gpu_signals, ``timeline`` = timeline_signals), the direction in
+``cpu`` = cpu_signals, ``gpu`` = gpu_signals, ``timeline`` = timeline_signals, ``serving`` =
+serving_signals), the direction in
 which its value gets worse for the service (``compare`` and ``plan`` read it) and where the number
 comes from. Names with a bracketed key (``cpu.category_share_pct[serialization]``) are declared
 once as a template, ``cpu.category_share_pct[{key}]``, with the keys the source can write; the
@@ -278,7 +279,40 @@ _TIMELINE_JOIN: tuple[SignalSpec, ...] = (
         keys=_CPU_CATEGORIES),
 )
 
-SPECS: tuple[SignalSpec, ...] = _CPU + _GPU + _TIMELINE_GPU + _TIMELINE_HOST + _SPANS + _TIMELINE_JOIN
+ENGINE = "serving engine /metrics (vLLM, SGLang, Triton, TGI; collectors/serving_fields.py)"
+_QUANT = "bucket-interpolated from the histogram's increase over the capture window"
+_LATENCY_NAMES = {"ttft": "TTFT (request arrival to first output token)",
+                  "itl": "ITL (gap between consecutive output tokens of a request)",
+                  "tpot": "TPOT ((e2e - TTFT) / (output tokens - 1), per request)",
+                  "e2e": "end-to-end request latency", "queue": "time requests waited in the engine's queue"}
+
+
+def _sv(name: str, unit: str, worse: Worse, description: str) -> SignalSpec:
+    return SignalSpec(name, unit, "serving", worse, f"{ENGINE}: {description}")
+
+
+_SERVING: tuple[SignalSpec, ...] = (
+    *(_sv(f"serving.{k}_{q}_ms", "ms", H, f"{q.upper()} of {label}, {_QUANT}")
+      for k, label in _LATENCY_NAMES.items() for q in ("p50", "p99")),
+    _sv("serving.queue_share_pct", "%", H, "queue time / end-to-end latency summed over the window's requests "
+        "(increase of the histograms' _sum; Triton: of its cumulative duration counters)"),
+    *(_sv(f"serving.{g}_{s}", "requests", N, f"{what}, {s} of the 1 s scrapes")
+      for g, what in (("in_flight", "requests in the engine (running + waiting)"),
+                      ("running", "requests running in the engine's batch"),
+                      ("waiting", "requests waiting in the engine's queue")) for s in ("mean", "max")),
+    _sv("serving.kv_cache_usage_mean_pct", "%", H, "KV-cache usage (vLLM kv_cache_usage_perc, SGLang token_usage), "
+        "mean of the scrapes"),
+    _sv("serving.kv_cache_usage_max_pct", "%", H, "KV-cache usage, max of the scrapes (the fullest engine)"),
+    _sv("serving.preemptions", "preemptions", H, "requests preempted (KV cache full), increase over the window"),
+    _sv("serving.preemptions_per_s", "1/s", H, "requests preempted per second of the window"),
+    _sv("serving.qps", "1/s", L, "requests finished per second (increase of the success counter / window)"),
+    _sv("serving.prompt_tokens_per_s", "tokens/s", N, "prompt tokens prefilled per second"),
+    _sv("serving.output_tokens_per_s", "tokens/s", L, "TPS, output tokens generated per second"),
+    _sv("serving.gpu_overlap_wait_pct", "%", H, "SGLang gpu_overlap_wait_seconds: the GPU forward stream idle "
+        "while the CPU scheduler prepares the next batch, share of the window (mean over ranks)"),
+)
+
+SPECS: tuple[SignalSpec, ...] = _CPU + _GPU + _TIMELINE_GPU + _TIMELINE_HOST + _SPANS + _TIMELINE_JOIN + _SERVING
 CATALOG: dict[str, SignalSpec] = {s.name: s for s in SPECS}
 _TEMPLATES: dict[str, SignalSpec] = {s.prefix: s for s in SPECS if s.templated}
 

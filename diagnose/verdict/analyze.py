@@ -15,7 +15,7 @@ from diagnose.verdict.sampling import discount_stack_findings, sampling_factor
 
 POOR_SAMPLING_ERROR_RATIO = 0.1
 MIN_CONFIDENT_SAMPLES = 200  # fewer py-spy samples than this (2 s at 100 Hz) lower the confidence
-GAP_FAMILIES = ("gpu.", "spans.", "kernels.", "llm.", "torch.")
+GAP_FAMILIES = ("gpu.", "spans.", "kernels.", "llm.", "torch.", "serving.")
 
 
 def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,

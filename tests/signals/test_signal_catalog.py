@@ -52,6 +52,9 @@ NOT_IN_FIXTURES: dict[str, str] = {
     "cpu.children_util_pct": "needs a capture with --subprocesses (process records with children)",
     "join.slow_category_share_pct[{key}]": ("needs py-spy samples inside the slowest requests or "
                                             "ProfilerSteps: no fixture has spans or profiler steps with py-spy"),
+    # fixtures/serving-metrics holds /metrics pages, not bundles: tests/signals/test_serving_metrics.py
+    **{s.name: "needs a serving engine's /metrics scraped into a bundle (attach --metrics)"
+       for s in SPECS if s.family == "serving"},
 }
 
 

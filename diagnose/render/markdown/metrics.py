@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.model import Analysis
+from diagnose.render.markdown.serving import serving_rows
 from diagnose.render.units import fmt_value
 
 # (label, signal) rows read straight from the signals, in the order an engineer scans them.
@@ -44,7 +45,7 @@ def key_metrics(a: Analysis) -> list[list[Any]]:
         s = a.signals.get(name)
         if s is not None and s.value is not None:
             rows.append([label, fmt_value(s.value, s.unit), s.source])
-    return rows
+    return rows + serving_rows(a.details)
 
 
 __all__ = ["key_metrics"]

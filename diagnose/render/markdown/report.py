@@ -114,10 +114,12 @@ class MarkdownRenderer(Renderer):
 
     def _metrics(self, a: Analysis) -> list[str]:
         from diagnose.render.markdown.metrics import key_metrics
+        from diagnose.render.markdown.serving import serving_notes
 
         rows = key_metrics(a)
+        notes = [line for n in serving_notes(a.details) for line in (text(n), "")]
         return ["## Key metrics", ""] + (_table(["metric", "value", "source"], rows) if rows
-                                         else ["No metric was measured (see what could not be judged).", ""])
+                                         else ["No metric was measured (see what could not be judged).", ""]) + notes
 
     def _findings(self, a: Analysis, budget: int | None) -> list[str]:
         out = ["## Findings", ""]

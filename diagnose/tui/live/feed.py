@@ -19,9 +19,10 @@ from typing import Any
 from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
-from diagnose.tui.live.adapt import header_view, live_view
+from diagnose.tui.live.adapt import AS_READ, SERVICE_TRENDS, header_view, live_view
 from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
+from diagnose.tui.live.frames import FrameWindow, window_frames
 from diagnose.tui.live.series import ProcessSeries, SignalHistory
 from diagnose.tui.live.tail import JsonlTail
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
@@ -126,8 +127,9 @@ class LiveFeed:
     def __init__(self, session: LiveSession):
         self.session = session
         self.cpu = ProcessSeries()
-        self.history = SignalHistory()
+        self.history = SignalHistory(AS_READ)
         self.stats = FeedStats()
+        self._frames: FrameWindow | None = None
         self._process: JsonlTail | None = None
         self._names: JsonlTail | None = None
         self._analysis: Analysis | None = None
@@ -177,13 +179,15 @@ class LiveFeed:
             # the manifest appears once every collector has started: not yet a bundle is no error
             self._error = None if exc.bundle_error else str(exc)
             return False
+        prev = self._analysis
         self._analysis, self._manifest = got
         self._error = None
+        self._frames = window_frames(prev.top_stacks if prev else (), self._analysis.top_stacks) or self._frames
         t0, p = self._asked
         took = time.perf_counter() - t0
         if p is not None:
             self._analysed_s = p.elapsed_s
-            self.history.add(p.elapsed_s, gpu_history_values(self._analysis))
+            self.history.add(p.elapsed_s, history_values(self._analysis))
         self.stats.analyses += 1
         self.stats.analysis_s_total += took
         self.stats.analysis_s_max = max(self.stats.analysis_s_max, took)
@@ -194,8 +198,20 @@ class LiveFeed:
         self._analyser.close()
 
     def view(self) -> LiveVM:
+        p = self.session.latest
         return live_view(self._analysis, self._manifest, self.cpu.snapshot(), self.history.snapshot(),
-                         self._analysed_s, self._error)
+                         self._analysed_s, self._error, elapsed_s=p.elapsed_s if p is not None else 0.0,
+                         first_verdict_s=self.session.capture.options.pyspy_window_s, frames=self._frames)
+
+
+def history_values(a: Analysis) -> dict[str, float]:
+    """The values each analysis adds to the SignalHistory: GPU counters, request rate and P99."""
+    out = gpu_history_values(a)
+    for name in SERVICE_TRENDS:
+        s = a.signals.get(name)
+        if s is not None and s.known and s.value is not None:
+            out[name] = s.value
+    return out
 
 
 def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
@@ -213,6 +229,6 @@ def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
     header = header_view(m.get("target") or {}, max(0.0, elapsed_s), 0.0,
                          {c["name"]: c.get("counts") or {} for c in collectors},
                          {c["name"]: c.get("state", "?") for c in collectors}, "captured")
-    history = SignalHistory()
-    history.add(elapsed_s, gpu_history_values(analysis))
+    history = SignalHistory(AS_READ)
+    history.add(elapsed_s, history_values(analysis))
     return header, live_view(analysis, m, cpu.snapshot(), history.snapshot(), elapsed_s)

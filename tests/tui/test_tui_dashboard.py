@@ -1,0 +1,119 @@
+"""The live dashboard's pieces, pure: history buckets, sparkline width, distinct names, collector
+chips, the collecting note, the newest samples' frames, filter and drill-down rows."""
+from __future__ import annotations
+
+import pytest
+
+from diagnose.model import StackShare
+from diagnose.tui.live.adapt import live_view, service_panel
+from diagnose.tui.live.frames import window_frames
+from diagnose.tui.live.series import Buckets, ProcessSeries, TimeBuckets
+from diagnose.tui.text import HISTORY_MIN_S, distinct_short
+from diagnose.tui.viewmodels import CollectorChip, MetricLine, PanelVM, Trend
+from diagnose.tui.widgets.live_panels import chip_lines, panel_lines, trend_text
+
+COLLECTORS = (
+    CollectorChip("pyspy", "running", "samples 3412, errors 0, windows 5"),
+    CollectorChip("process", "running", "records 242"),
+    CollectorChip("nvml", "unavailable", ""), CollectorChip("gpm", "unavailable", ""),
+    CollectorChip("dcgm", "unavailable", ""), CollectorChip("agent", "unavailable", ""),
+    CollectorChip("otlp", "running", "listen 127.0.0.1:36093, requests 120, bytes 901234, spans 4410"),
+)
+
+
+def test_history_spans_the_panel_width_and_at_least_a_minute():
+    """10 Hz readings for 5 min -> 1 s buckets; a 31-column sparkline spans >= 60 s, every column
+    drawn (the old view drew the last 16 readings: 1.6 s)."""
+    buckets = TimeBuckets()
+    for i in range(1, 3001):
+        buckets.add(i / 10, 50.0 if (i // 600) % 2 else 100.0, 0.1)
+    snap = buckets.snapshot()
+    assert len(snap) == 300 and sum(snap.weights_s) == pytest.approx(300.0)
+    text, step_s = trend_text(Trend(snap.values, snap.weights_s), 31)
+    assert len(text) == 31 and " " not in text
+    assert step_s * 31 >= HISTORY_MIN_S and step_s == 2
+    assert set(text) == {"█", "▅"}  # the 60 s halves survive the downsampling
+
+
+def test_history_memory_is_bounded_and_keeps_the_newest():
+    buckets = TimeBuckets(max_buckets=10)
+    for t in range(1, 101):
+        buckets.add(float(t), float(t))
+    assert buckets.snapshot().values == tuple(float(t) for t in range(91, 101))
+    filled = TimeBuckets()
+    filled.fill(0.5, 3.0, 40.0)  # an interval mean covers every bucket it overlaps
+    assert filled.snapshot() == Buckets((40.0, 40.0, 40.0), (0.5, 1.0, 1.0))
+
+
+def test_short_history_is_drawn_at_the_right_edge():
+    text, _ = trend_text(Trend((100.0, 100.0), (1.0, 1.0)), 20)
+    assert text == " " * 19 + "█"  # 2 s at 3 s/column: one column, the newest at the edge
+
+
+@pytest.mark.parametrize("width", [5, 8, 12, 40])
+def test_shortened_names_stay_distinct(width):
+    names = ["preprocess", "postprocess", "llm.generate.decode_step", "llm.generate.prefill_step",
+             "llm.generate.prefill_step_2", "a"]
+    short = distinct_short(names, width)
+    assert len(set(short.values())) == len(names)
+    assert all(len(s) <= width for s in short.values())
+    if width >= 8:
+        assert short["preprocess"].startswith("pre") and short["postprocess"].startswith("pos")
+
+
+def test_stage_rows_stay_distinct_in_a_narrow_panel():
+    lines = (MetricLine("stages", "", kind="heading"), MetricLine("preprocess", "33%", kind="item"),
+             MetricLine("postprocess", "10%", kind="item"))
+    text = panel_lines(PanelVM("Service", lines), 14)[0].plain.splitlines()
+    assert text[1] != text[2].replace("10%", "33%") and "…process" not in text[1] + text[2]
+
+
+@pytest.mark.parametrize("width", [78, 118])
+def test_every_collector_state_is_shown_at_80_and_120_columns(width):
+    lines = chip_lines(COLLECTORS, width)
+    assert len(lines) <= 2 and all(len("  ".join(line)) <= width for line in lines)
+    shown = " ".join(" ".join(line) for line in lines)
+    for c in COLLECTORS:
+        assert f"{c.name} {c.state}" in shown
+
+
+def test_collecting_note_instead_of_unknown_before_the_first_window():
+    early = live_view(None, {}, ProcessSeries().snapshot(), {}, None, elapsed_s=1.2, first_verdict_s=5.0)
+    assert early.verdict is None and early.verdict_note == "collecting: first verdict in 4 s"
+    late = live_view(None, {}, ProcessSeries().snapshot(), {}, None, elapsed_s=9.0, first_verdict_s=5.0)
+    assert late.verdict_note == "collecting: analysing the first samples…"
+
+
+def _stack(frame: str, secs: float, share: float, cat: str = "python") -> StackShare:
+    return StackShare("MainThread", ("main", frame), cat, share, secs)
+
+
+def test_top_frames_of_the_newest_samples():
+    """Between two analyses: 10 s -> 20 s of active thread-time; f gained 9 s, g 1 s."""
+    prev = (_stack("f", 2.0, 20.0), _stack("g", 8.0, 80.0))
+    cur = (_stack("f", 11.0, 55.0), _stack("g", 9.0, 45.0, ))
+    w = window_frames(prev, cur)
+    assert w is not None and w.newest and w.active_s == pytest.approx(10.0)
+    assert [(r.frame, round(r.pct)) for r in w.rows] == [("f", 90), ("g", 10)]
+    assert window_frames(cur, cur) is None  # no new samples: the feed keeps the last window
+    first = window_frames((), cur)
+    assert first is not None and not first.newest and first.rows[0].pct == pytest.approx(55.0)
+
+
+def test_filter_keeps_matching_rows_and_their_heading_and_drill_down_shows_more():
+    vm = PanelVM("CPU", (MetricLine("process", "50%"), MetricLine("threads", "", kind="heading"),
+                         MetricLine("101 python", "90%", kind="item"),
+                         MetricLine("frames", "", kind="heading"), MetricLine("json · dumps", "60%", kind="item")),
+                 more=(MetricLine("frames (more)", "", kind="heading"), MetricLine("json · loads", "5%", kind="item")))
+    text = panel_lines(vm, 40, needle="JSON")[0].plain
+    assert "process" in text and "frames" in text and "dumps" in text
+    assert "threads" not in text and "python" not in text and "loads" not in text
+    zoomed = panel_lines(vm, 40, zoomed=True, needle="json")[0].plain
+    assert "loads" in zoomed and "dumps" in zoomed
+    assert "loads" in panel_lines(vm, 40, rows=7)[0].plain  # spare rows show more of the lists
+    assert "loads" not in panel_lines(vm, 40, rows=5)[0].plain
+
+
+def test_service_panel_without_spans_says_why():
+    vm = service_panel(None, {"collectors": [{"name": "otlp", "state": "unavailable", "reason": "not requested"}]})
+    assert not vm.lines and "otlp unavailable: not requested" in vm.note

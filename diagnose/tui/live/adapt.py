@@ -67,8 +67,9 @@ def cpu_panel(cpu: CpuSnapshot, a: Analysis | None, frames: FrameWindow | None =
     lines.append(MetricLine("process", fmt_value(last, "%"), trend(cpu.process, "%", hi)))
     host = cpu.host_pct[-1] if cpu.host_pct else None
     lines.append(MetricLine(f"host ({cpu.ncpu} CPUs)", fmt_value(host, "%"), trend(cpu.host, "%")))
-    threads = [MetricLine(f"{t.tid} {t.name}".strip(), f"{t.pct:.0f}%", kind="item") for t in cpu.threads]
-    sections = [(f"threads, last {cpu.thread_window_s:.0f} s (100% = one core)", threads)]
+    threads = [MetricLine(f"{t.tid} {t.name}".strip(), f"{t.pct:.0f}%", kind="item") for t in cpu.threads
+               if t.pct >= 0.5]
+    sections = [(f"threads, last {cpu.thread_window_s:.0f} s (% of one core)", threads)]
     if a is not None:
         sections.append(("categories, capture so far", _categories(a.signals)))
         if frames is None:
@@ -76,7 +77,7 @@ def cpu_panel(cpu: CpuSnapshot, a: Analysis | None, frames: FrameWindow | None =
         if frames is not None:
             when = "newest samples" if frames.newest else "capture so far"
             sections.append((f"top frames, {when}", [
-                MetricLine(f"{r.category} · {r.frame}", f"{r.pct:.0f}%", kind="item") for r in frames.rows]))
+                MetricLine(f"{r.frame} · {r.category}", f"{r.pct:.0f}%", kind="item") for r in frames.rows]))
     for heading, items in sections:
         shown, rest = _split(heading, items)
         lines += shown

@@ -10,7 +10,8 @@ from diagnose.tui.text import bar, column_step, distinct_short, downsample, shor
 from diagnose.tui.viewmodels import CollectorChip, LiveHeaderVM, MetricLine, PanelVM, Trend
 
 LABEL_CELLS = 14
-VALUE_CELLS = 9
+VALUE_CELLS = 9  # the widest value column; narrower when every value is
+MIN_VALUE_CELLS = 6
 ITEM_VALUE_CELLS = 5
 MIN_SPARK = 4
 CHIP_LINES = 2  # the collector chips drop their counts rather than take more lines than this
@@ -93,7 +94,10 @@ def panel_lines(vm: PanelVM, width: int, zoomed: bool = False, needle: str = "",
     if needle:
         lines = _filtered(lines, needle.lower())
     item_w = max(4, width - ITEM_VALUE_CELLS - 1)
-    labels = distinct_short([ln.label for ln in lines if ln.kind == "metric"], LABEL_CELLS)
+    metrics = [ln for ln in lines if ln.kind == "metric" and ln.value]
+    label_w = min(LABEL_CELLS, max((len(ln.label) for ln in metrics), default=LABEL_CELLS))
+    value_w = max(MIN_VALUE_CELLS, min(VALUE_CELLS, max((len(ln.value) for ln in metrics), default=0)))
+    labels = distinct_short([ln.label for ln in metrics], label_w)
     items = distinct_short([ln.label for ln in lines if ln.kind == "item"], item_w)
     out, caption = Text(), ""
     for i, line in enumerate(lines):
@@ -105,10 +109,10 @@ def panel_lines(vm: PanelVM, width: int, zoomed: bool = False, needle: str = "",
             out.append(f"{line.value:>{ITEM_VALUE_CELLS}} ", style="bold")
             out.append(items[line.label])
         else:
-            out.append(f"{labels[line.label]:<{LABEL_CELLS}} ", style="bold")
-            short = len(line.value) <= VALUE_CELLS
-            out.append(f"{line.value:>{VALUE_CELLS}}" if short else line.value)
-            room = width - LABEL_CELLS - VALUE_CELLS - 2
+            out.append(f"{labels[line.label]:<{label_w}} ", style="bold")
+            short = len(line.value) <= value_w
+            out.append(f"{line.value:>{value_w}}" if short else line.value)
+            room = width - label_w - value_w - 2
             if line.trend is not None and short and room >= MIN_SPARK:
                 text, step_s = trend_text(line.trend, room)
                 out.append(" " + text)

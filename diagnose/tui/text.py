@@ -45,17 +45,24 @@ def column_step(width: int, bucket_s: float = 1.0, min_span_s: float = HISTORY_M
     return max(1, round(STEPS_S[-1] / bucket_s))
 
 
-def downsample(values: Sequence[float], weights: Sequence[float], step: int) -> list[float]:
-    """Weighted means of consecutive groups of ``step`` values, the groups aligned to the newest
-    value (the oldest group may be shorter). A group with no weight is the plain mean."""
-    out: list[float] = []
+def downsample(values: Sequence[float], weights: Sequence[float], step: int, merge: str = "mean") -> list[float]:
+    """Consecutive groups of ``step`` values joined, the groups aligned to the newest value (the
+    oldest group may be shorter): ``merge`` "mean" is their weighted mean (a group with no weight:
+    the plain mean), "max" the largest value with weight (a group with none: the plain largest)."""
+    if merge == "max":
+        return [max([v for v, w in zip(vs, ws) if w > 0] or vs) for vs, ws in _groups(values, weights, step)]
+    return [sum(v * w for v, w in zip(vs, ws)) / sum(ws) if sum(ws) > 0 else sum(vs) / len(vs)
+            for vs, ws in _groups(values, weights, step)]
+
+
+def _groups(values: Sequence[float], weights: Sequence[float],
+            step: int) -> list[tuple[Sequence[float], Sequence[float]]]:
+    out = []
     n = len(values)
     start = n % step or step if step > 1 else 1
     edges = [0] + list(range(start, n + 1, step)) if step > 1 else list(range(n + 1))
     for lo, hi in zip(edges, edges[1:]):
-        vs, ws = values[lo:hi], weights[lo:hi]
-        total = sum(ws)
-        out.append(sum(v * w for v, w in zip(vs, ws)) / total if total > 0 else sum(vs) / len(vs))
+        out.append((values[lo:hi], weights[lo:hi]))
     return out
 
 

@@ -144,13 +144,14 @@ class LiveHeaderVM:
 
 @dataclass(frozen=True)
 class Trend:
-    """A sparkline's data: per-bucket means oldest first (``weights_s``: seconds each covers),
+    """A sparkline's data: per-bucket values oldest first (``weights_s``: what each covers),
     drawn on a fixed 0..``hi`` scale; the widget picks the seconds per column from its width."""
 
     values: tuple[float, ...]
     weights_s: tuple[float, ...]
     hi: float = 100.0
     bucket_s: float = 1.0
+    merge: str = "mean"  # how buckets join into a column: "mean" (weighted) or "max" (e.g. a P99)
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,14 @@
 chips, the collecting note, the newest samples' frames, filter and drill-down rows."""
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from diagnose.model import StackShare
-from diagnose.tui.live.adapt import live_view, service_panel
+from diagnose.tui.live.adapt import live_view, request_trends, service_panel
 from diagnose.tui.live.frames import window_frames
-from diagnose.tui.live.series import Buckets, ProcessSeries, TimeBuckets
+from diagnose.tui.live.series import Buckets, ProcessSeries, RequestSeries, TimeBuckets
+from diagnose.tui.live.tail import JsonlTail
 from diagnose.tui.text import HISTORY_MIN_S, distinct_short
 from diagnose.tui.viewmodels import CollectorChip, MetricLine, PanelVM, Trend
 from diagnose.tui.widgets.live_panels import chip_lines, panel_lines, trend_text
@@ -117,3 +119,56 @@ def test_filter_keeps_matching_rows_and_their_heading_and_drill_down_shows_more(
 def test_service_panel_without_spans_says_why():
     vm = service_panel(None, {"collectors": [{"name": "otlp", "state": "unavailable", "reason": "not requested"}]})
     assert not vm.lines and "otlp unavailable: not requested" in vm.note
+
+
+def _span(end_s: float, dur_ms: float, parent: str | None = None) -> dict:
+    end = int(1_700_000_000e9 + end_s * 1e9)
+    return {"trace_id": "t", "span_id": "s", "parent_span_id": parent, "name": "handle",
+            "start_ns": end - int(dur_ms * 1e6), "end_ns": end}
+
+
+def test_request_rate_and_p99_per_second_from_root_spans():
+    """3 requests/s for 4 s (the last second slow), a child span and an open span that are not
+    requests, a gap of 2 s without requests, one late arrival and one from a broken clock."""
+    series = RequestSeries()
+    now = int(1_700_000_000e9 + 100e9)
+    for sec in range(4):
+        for k in range(3):
+            series.add(_span(sec + 0.2 + 0.3 * k, 500.0 if sec == 3 else 10.0 + k), now)
+    series.add(_span(1.5, 999.0, parent="s"), now)
+    series.add({**_span(1.5, 1.0), "end_ns": None}, now)
+    series.add(_span(6.5, 20.0), now)
+    series.add(_span(5e6, 1.0), now)  # ends two months ahead of the wall clock: skipped
+    for sec in range(7, 20):
+        series.add(_span(sec + 0.5, 20.0), now)
+    series.add(_span(0.5, 1.0), now)  # 19 s behind the newest: its second is closed
+    snap = series.snapshot()
+    assert snap.requests == 12 + 1 + 13 and snap.late == 1
+    assert snap.qps.values[:7] == (3.0, 3.0, 3.0, 3.0, 0.0, 0.0, 1.0)
+    assert snap.p99_ms.values[:4] == pytest.approx((12.0, 12.0, 12.0, 500.0))
+    assert snap.p99_ms.weights_s[4:6] == (0.0, 0.0)  # no request ended: no P99, not a zero
+    trends = request_trends(snap)
+    text, _ = trend_text(trends["spans.p99_ms"], 20)
+    assert text.strip()[:2] == "▁█"  # 3 s columns: the slow second survives as its column's P99
+
+
+def test_service_panel_shows_live_requests_before_the_first_analysis():
+    series = RequestSeries()
+    for i in range(50):
+        series.add(_span(i / 10, 30.0))
+    vm = service_panel(None, {}, series.snapshot())
+    lines = {ln.label: ln for ln in vm.lines}
+    assert lines["QPS"].value == "10 1/s" and lines["QPS"].trend is not None
+    assert lines["P99"].value == "30 ms" and "50 requests so far" in vm.note
+
+
+def test_tail_reads_a_flooded_stream_in_bounded_chunks(tmp_path):
+    path = tmp_path / "spans.jsonl"
+    rows = [{"i": i, "pad": "x" * 50} for i in range(100)]
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows[:50]) + b'{"huge": "' + b"y" * 5000
+                     + b'"}\n' + b"".join(orjson.dumps(r) + b"\n" for r in rows[50:]))
+    tail = JsonlTail(path, max_bytes=1000)
+    got: list[dict] = []
+    for _ in range(40):
+        got += list(tail.read())
+    assert got == rows and tail.bad_lines == 1 and not tail.behind

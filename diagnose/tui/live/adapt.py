@@ -16,16 +16,15 @@ from diagnose.model import Analysis, Quadrant, Signal
 from diagnose.render.account import account_rows_of
 from diagnose.tui.live.adapt_gpu import GPU_COLLECTORS, GPU_METRICS, first_reason, gpu_panel, trend
 from diagnose.tui.live.frames import FrameWindow, window_frames
-from diagnose.tui.live.series import Buckets, CpuSnapshot
+from diagnose.tui.live.series import Buckets, CpuSnapshot, RequestSnapshot
 from diagnose.tui.results.adapt import verdict_vm
 from diagnose.tui.text import fmt_value, split_family
-from diagnose.tui.viewmodels import CollectorChip, LiveHeaderVM, LiveVM, MetricLine, PanelVM
+from diagnose.tui.viewmodels import CollectorChip, LiveHeaderVM, LiveVM, MetricLine, PanelVM, Trend
 
 SERVICE_METRICS = (("QPS", "spans.qps"), ("P50", "spans.p50_ms"), ("P99", "spans.p99_ms"),
                    ("TTFT P50", "llm.ttft_p50_ms"), ("TPOT P50", "llm.tpot_p50_ms"),
                    ("tokens/s", "llm.output_tokens_per_s"))
-SERVICE_TRENDS = ("spans.qps", "spans.p99_ms")  # fed to SignalHistory by the feed
-AS_READ = ("spans.p99_ms",)  # a running P99 is no time-weighted average: kept as read
+LIVE_RECENT = 5  # seconds of the live request series behind the figures shown before an analysis
 SPAN_COLLECTORS = ("agent", "otlp")
 SHOWN = 3  # rows of each list on the dashboard; the rest in ``more``
 MAX_ROWS = 12  # rows of each list in all
@@ -99,29 +98,53 @@ def gpu_view(a: Analysis | None, manifest: dict[str, Any], history: dict[str, Bu
     return gpu_panel(a, reason, history)
 
 
-def _metric(label: str, s: Signal, history: dict[str, Buckets]) -> MetricLine:
+def _metric(label: str, s: Signal, live: Trend | None) -> MetricLine:
     if not s.known:
         return MetricLine(label, f"unknown: {s.reason}")
-    return MetricLine(label, fmt_value(s.value, s.unit), trend(history.get(s.name), s.unit))
+    return MetricLine(label, fmt_value(s.value, s.unit), live)
+
+
+def request_trends(requests: RequestSnapshot | None) -> dict[str, Trend]:
+    """Request rate (mean per column) and P99 (the worst second's in each column) from the spans
+    as they arrive, keyed by the signal they show over time."""
+    if requests is None or not requests.requests:
+        return {}
+    qps, lat = requests.qps, requests.p99_ms
+    return {"spans.qps": Trend(qps.values, qps.weights_s, max(qps.values) or 1.0, qps.bucket_s),
+            "spans.p99_ms": Trend(lat.values, lat.weights_s, max(lat.values) or 1.0, lat.bucket_s, "max")}
+
+
+def _live_lines(requests: RequestSnapshot, trends: dict[str, Trend]) -> list[MetricLine]:
+    """Before the first analysis with spans: the live series' newest figures (last 5 s)."""
+    recent = requests.qps.values[-LIVE_RECENT:]
+    lat = [v for v, w in zip(requests.p99_ms.values[-LIVE_RECENT:], requests.p99_ms.weights_s[-LIVE_RECENT:]) if w]
+    return [MetricLine("QPS", fmt_value(sum(recent) / len(recent), "1/s"), trends["spans.qps"]),
+            MetricLine("P99", fmt_value(max(lat), "ms") if lat else "-", trends["spans.p99_ms"])]
 
 
 def service_panel(a: Analysis | None, manifest: dict[str, Any],
-                  history: dict[str, Buckets] | None = None) -> PanelVM:
-    """Request rate and P99 over time (``history``), the other span/LLM figures, and the stages'
-    shares of request time."""
+                  requests: RequestSnapshot | None = None) -> PanelVM:
+    """Request rate and P99 over time (``requests``: root spans as they arrive), the span/LLM
+    figures of the capture so far, and the stages' shares of request time."""
     signals = a.signals if a is not None else {}
-    if not any(s.known for n, s in signals.items() if n.startswith(("spans.", "llm."))):
+    trends = request_trends(requests)
+    has_signals = any(s.known for n, s in signals.items() if n.startswith(("spans.", "llm.")))
+    if not has_signals and requests is not None and trends:
+        return PanelVM("Service", tuple(_live_lines(requests, trends)),
+                       f"{requests.requests} requests so far; the figures of the capture follow its analysis")
+    if not has_signals:
         fallback = (collectors_reason(manifest, SPAN_COLLECTORS, "span")
                     + "; start the service under `diagnose run` or send OTLP spans")
         return PanelVM("Service", (), "no spans yet: " + first_reason(
             signals, tuple(name for _, name in SERVICE_METRICS), fallback))
-    lines = [_metric(label, signals[name], history or {}) for label, name in SERVICE_METRICS
+    lines = [_metric(label, signals[name], trends.get(name)) for label, name in SERVICE_METRICS
              if name in signals and (signals[name].known or name.startswith("spans."))]
     stages = sorted((s for s in signals.values() if s.name.startswith("spans.stage_share_pct[") and s.value),
                     key=lambda s: -(s.value or 0.0))
     shown, rest = _split("stages, share of request time", [
         MetricLine(split_family(s.name)[1] or "?", fmt_value(s.value, s.unit), kind="item") for s in stages])
-    return PanelVM("Service", tuple(lines + shown), "", tuple(rest))
+    late = f"{requests.late} requests ended too late to plot" if requests is not None and requests.late else ""
+    return PanelVM("Service", tuple(lines + shown), late, tuple(rest))
 
 
 def account_panel(a: Analysis | None) -> PanelVM:
@@ -158,10 +181,12 @@ def collecting_note(elapsed_s: float, first_verdict_s: float) -> str:
 def live_view(a: Analysis | None, manifest: dict[str, Any], cpu: CpuSnapshot,
               history: dict[str, Buckets], analysed_s: float | None,
               error: str | None = None, *, elapsed_s: float | None = None,
-              first_verdict_s: float = 0.0, frames: FrameWindow | None = None) -> LiveVM:
+              first_verdict_s: float = 0.0, frames: FrameWindow | None = None,
+              requests: RequestSnapshot | None = None) -> LiveVM:
     """``analysed_s``: seconds of capture the analysis covers; ``error``: why it failed, if it did;
     ``elapsed_s``: seconds captured so far; ``first_verdict_s``: seconds of data the first verdict
-    needs (the first py-spy window). Until the analysis covers that much, an UNKNOWN verdict is
+    needs (the first py-spy window); ``requests``: the request series from the spans. Until the
+    analysis covers that much, an UNKNOWN verdict is
     shown as "collecting: first verdict in N s"."""
     verdict = verdict_vm(a.verdict, provisional=True) if a is not None else None
     too_early = (analysed_s or 0.0) < first_verdict_s and (a is None or a.verdict.quadrant == Quadrant.UNKNOWN)
@@ -174,4 +199,4 @@ def live_view(a: Analysis | None, manifest: dict[str, Any], cpu: CpuSnapshot,
     else:
         note = f"provisional, from the first {analysed_s:.0f} s of data"
     return LiveVM(cpu_panel(cpu, a, frames), gpu_view(a, manifest, history),
-                  service_panel(a, manifest, history), verdict, note, account_panel(a))
+                  service_panel(a, manifest, requests), verdict, note, account_panel(a))

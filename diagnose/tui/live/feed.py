@@ -16,18 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.bundle.streams import PROCESS, THREADS
+from diagnose.bundle.streams import PROCESS, SPANS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
-from diagnose.tui.live.adapt import AS_READ, SERVICE_TRENDS, header_view, live_view
+from diagnose.tui.live.adapt import header_view, live_view
 from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
 from diagnose.tui.live.frames import FrameWindow, window_frames
-from diagnose.tui.live.series import ProcessSeries, SignalHistory
+from diagnose.tui.live.series import ProcessSeries, RequestSeries, SignalHistory
 from diagnose.tui.live.tail import JsonlTail
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 
 STOPPED_FROM_TUI = "stopped from the TUI"
+SPANS_BYTES_PER_READ = 2 << 20  # ~5k spans per poll (2 polls/s): a span flood is read over several
 
 
 def _analyse_and_write(result: CaptureResult) -> Report:
@@ -127,11 +128,13 @@ class LiveFeed:
     def __init__(self, session: LiveSession):
         self.session = session
         self.cpu = ProcessSeries()
-        self.history = SignalHistory(AS_READ)
+        self.history = SignalHistory()
+        self.requests = RequestSeries()
         self.stats = FeedStats()
         self._frames: FrameWindow | None = None
         self._process: JsonlTail | None = None
         self._names: JsonlTail | None = None
+        self._spans: JsonlTail | None = None
         self._analysis: Analysis | None = None
         self._manifest: dict[str, Any] = {}
         self._analysed_s: float | None = None
@@ -152,10 +155,14 @@ class LiveFeed:
         path = self.bundle_path
         if path is None:
             return 0
-        if self._process is None or self._names is None:
+        if self._process is None or self._names is None or self._spans is None:
             self._process, self._names = JsonlTail(path / PROCESS.name), JsonlTail(path / THREADS.name)
+            self._spans = JsonlTail(path / SPANS.name, SPANS_BYTES_PER_READ)
         for rec in self._names.read():
             self.cpu.add_name(rec)
+        now_ns = time.time_ns()
+        for rec in self._spans.read():
+            self.requests.add(rec, now_ns)
         n = 0
         for rec in self._process.read():
             self.cpu.add(rec)
@@ -201,17 +208,13 @@ class LiveFeed:
         p = self.session.latest
         return live_view(self._analysis, self._manifest, self.cpu.snapshot(), self.history.snapshot(),
                          self._analysed_s, self._error, elapsed_s=p.elapsed_s if p is not None else 0.0,
-                         first_verdict_s=self.session.capture.options.pyspy_window_s, frames=self._frames)
+                         first_verdict_s=self.session.capture.options.pyspy_window_s, frames=self._frames,
+                         requests=self.requests.snapshot())
 
 
 def history_values(a: Analysis) -> dict[str, float]:
-    """The values each analysis adds to the SignalHistory: GPU counters, request rate and P99."""
-    out = gpu_history_values(a)
-    for name in SERVICE_TRENDS:
-        s = a.signals.get(name)
-        if s is not None and s.known and s.value is not None:
-            out[name] = s.value
-    return out
+    """The values each analysis adds to the SignalHistory: the GPU counters' running averages."""
+    return gpu_history_values(a)
 
 
 def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
@@ -229,6 +232,10 @@ def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
     header = header_view(m.get("target") or {}, max(0.0, elapsed_s), 0.0,
                          {c["name"]: c.get("counts") or {} for c in collectors},
                          {c["name"]: c.get("state", "?") for c in collectors}, "captured")
-    history = SignalHistory(AS_READ)
+    history = SignalHistory()
     history.add(elapsed_s, history_values(analysis))
-    return header, live_view(analysis, m, cpu.snapshot(), history.snapshot(), elapsed_s)
+    requests = RequestSeries()
+    for rec in bundle.stream(SPANS):
+        requests.add(dict(rec))
+    return header, live_view(analysis, m, cpu.snapshot(), history.snapshot(), elapsed_s,
+                             requests=requests.snapshot())

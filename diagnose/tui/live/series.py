@@ -225,3 +225,98 @@ class SignalHistory:
 
     def snapshot(self) -> dict[str, Buckets]:
         return {k: v.snapshot() for k, v in self._series.items()}
+
+
+OPEN_BUCKETS = 10  # a request ending this many seconds behind the newest is still counted
+FUTURE_NS = 60 * 10**9  # a span ending further ahead of the wall clock is skipped (a bad clock)
+MAX_DURATIONS = 2048  # per 1 s bucket; beyond, every other duration is dropped (P99 stays close)
+
+
+@dataclass(frozen=True)
+class RequestSnapshot:
+    """Requests per 1 s bucket (by end time): ``qps`` requests ended per second, ``p99_ms`` the
+    P99 latency of those requests (ms; weight 0 where none ended), ``late`` requests that ended too
+    far behind the newest to be counted, ``requests`` counted in all."""
+
+    qps: Buckets
+    p99_ms: Buckets
+    requests: int
+    late: int
+
+
+def p99(values: list[float]) -> float:
+    """The 99th percentile (nearest rank) of ``values``; raises ValueError when empty."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+class RequestSeries:
+    """Request rate and P99 over time from SPANS records as they arrive. A request is a root span
+    (no parent) that ended; seconds count from the first one's end. Buckets more than
+    OPEN_BUCKETS behind the newest are closed (their durations reduced to count and P99), so
+    memory stays bounded: MAX_BUCKETS closed values, OPEN_BUCKETS x MAX_DURATIONS durations."""
+
+    def __init__(self, bucket_s: float = BUCKET_S, max_buckets: int = MAX_BUCKETS):
+        self.bucket_s = bucket_s
+        self.requests = 0
+        self.late = 0
+        self.skipped = 0  # malformed records
+        self._origin_ns: int | None = None
+        self._open: dict[int, list[float]] = {}
+        self._counts: dict[int, int] = {}
+        self._closed: deque[tuple[int, int, float | None]] = deque(maxlen=max_buckets)
+
+    def add(self, rec: dict[str, Any], now_ns: int | None = None) -> None:
+        """A SPANS record; spans with a parent, open spans and malformed records are not requests,
+        nor (``now_ns``: the wall clock, Unix ns) one that ends over a minute in the future."""
+        if rec.get("parent_span_id") or rec.get("end_ns") is None:
+            return
+        try:
+            start, end = int(rec["start_ns"]), int(rec["end_ns"])
+        except MALFORMED:
+            self.skipped += 1
+            return
+        if end < start or (now_ns is not None and end > now_ns + FUTURE_NS):
+            self.skipped += 1
+            return
+        if self._origin_ns is None:
+            self._origin_ns = end - end % int(self.bucket_s * 1e9)
+        index = max(0, math.ceil((end - self._origin_ns) / (self.bucket_s * 1e9)) - 1)
+        if self._closed and index <= self._closed[-1][0]:
+            self.late += 1
+            return
+        self.requests += 1
+        self._counts[index] = self._counts.get(index, 0) + 1
+        durations = self._open.setdefault(index, [])
+        durations.append((end - start) / 1e6)
+        if len(durations) >= MAX_DURATIONS:
+            del durations[::2]
+        newest = max(self._open)
+        for old in sorted(i for i in self._open if i < newest - OPEN_BUCKETS):
+            values = self._open.pop(old)
+            self._closed.append((old, self._counts.pop(old), p99(values) if values else None))
+
+    def snapshot(self) -> RequestSnapshot:
+        cells = list(self._closed) + [(i, self._counts[i], p99(v)) for i, v in sorted(self._open.items())]
+        qps: list[float] = []
+        lat: list[float] = []
+        weights: list[float] = []
+        prev_index, prev_lat = None, 0.0
+        for index, count, value in cells:
+            if prev_index is not None:  # seconds in which no request ended (at most a panel's worth)
+                for _ in range(min(index - prev_index - 1, self._closed.maxlen or MAX_BUCKETS)):
+                    qps.append(0.0)
+                    lat.append(prev_lat)
+                    weights.append(0.0)
+            prev_index = index
+            prev_lat = value if value is not None else prev_lat
+            qps.append(count / self.bucket_s)
+            lat.append(prev_lat)
+            weights.append(float(count))
+        keep = self._closed.maxlen or MAX_BUCKETS
+        qps, lat, weights = qps[-keep:], lat[-keep:], weights[-keep:]
+        ones = tuple(1.0 for _ in qps)
+        return RequestSnapshot(Buckets(tuple(qps), ones, self.bucket_s),
+                               Buckets(tuple(lat), tuple(weights), self.bucket_s), self.requests, self.late)

@@ -77,7 +77,7 @@ def trend_text(t: Trend, width: int) -> tuple[str, int]:
     """``width`` columns of sparkline (right-aligned: the newest at the right edge) and the
     seconds each column covers (at least HISTORY_MIN_S seconds across the width)."""
     step = column_step(width, t.bucket_s)
-    cols = downsample(t.values, t.weights_s, step)[-width:]
+    cols = downsample(t.values, t.weights_s, step, t.merge)[-width:]
     return spark(cols, len(cols), t.hi).rjust(width), int(step * t.bucket_s)
 
 

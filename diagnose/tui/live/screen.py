@@ -15,7 +15,7 @@ from diagnose.tui.widgets.quadrant import QuadrantGrid
 from diagnose.tui.widgets.verdict import VerdictText
 
 NARROW_COLS = 70  # below this the panels stack in one column
-SMALL_ROWS = 22
+SMALL_ROWS = 30  # below this the quadrant picture gives its rows to the verdict and account
 PANELS = ("cpu", "gpu", "account", "service")
 FILL = ("cpu", "service")  # these take the rest of their column and show more rows when they can
 

@@ -50,7 +50,7 @@ class CaptureHeader(Static):
     wrapped onto a second line (and shortened to name and state) rather than cut."""
 
     def show(self, vm: LiveHeaderVM) -> None:
-        width = max(30, (self.size.width or 80) - 2)
+        width = max(30, self.size.width or 78)  # the content area, inside the padding
         total = vm.elapsed_s + vm.remaining_s
         pct = 100.0 * vm.elapsed_s / total if total > 0 else 0.0
         out = Text.assemble((f"{vm.status} ", "bold"),
@@ -161,8 +161,8 @@ class MetricPanel(Vertical, can_focus=True):
         self.vm = vm
         self.zoomed = self.zoomed if zoomed is None else zoomed
         self.needle = self.needle if needle is None else needle
-        width = max(20, (self.size.width or 40) - 4)  # border and padding
-        rows = (self.size.height - 2 - (len(vm.note) // width + 1 if vm.note else 0)) if self.has_class("-fill") else 0
+        width = max(20, self.size.width or 36)  # the content area: inside the border and padding
+        rows = (self.size.height - (len(vm.note) // width + 1 if vm.note else 0)) if self.has_class("-fill") else 0
         text, caption = panel_lines(vm, width, self.zoomed, self.needle, rows)
         self.border_title = vm.title
         sub = [caption] if caption else []

@@ -172,3 +172,31 @@ def test_tail_reads_a_flooded_stream_in_bounded_chunks(tmp_path):
     for _ in range(40):
         got += list(tail.read())
     assert got == rows and tail.bad_lines == 1 and not tail.behind
+
+
+def test_drill_down_and_filter_keys_on_the_dashboard(tmp_path):
+    """tab moves to the account panel, enter opens it alone, esc closes it; / filters list rows in
+    every panel and esc clears the filter."""
+    import asyncio
+
+    from diagnose.pipeline import analyse
+    from diagnose.tui.app import make_app
+    from helpers import REPO
+
+    async def go():
+        app = make_app(analyse(REPO / "fixtures" / "cpu" / "service-json"), live=True, export_dir=tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            await pilot.press("tab", "tab", "enter")
+            assert screen.zoomed == "account"
+            assert screen.panels["account"].display and not screen.panels["cpu"].display
+            await pilot.press("escape")
+            assert screen.zoomed is None and screen.panels["cpu"].display
+            await pilot.press("slash", *"iterencode")
+            cpu = str(screen.panels["cpu"]._lines.render())
+            assert "iterencode" in cpu and "raw_decode" not in cpu and "process" in cpu
+            await pilot.press("escape")
+            assert screen.needle == "" and "raw_decode" in str(screen.panels["cpu"]._lines.render())
+
+    asyncio.run(go())

@@ -13,6 +13,7 @@ import pytest
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS, THREADS
+from diagnose.collectors import COLLECTORS
 from diagnose.pipeline import analyse
 from diagnose.tui.app import DiagnoseApp, make_app
 from diagnose.tui.live.adapt import header_view, live_view
@@ -43,8 +44,8 @@ COLLECTING_S = 1.2  # the first paint: this much of the fixture's capture read, 
 
 
 def _collecting_app(tmp_path) -> DiagnoseApp:
-    """The dashboard 1.2 s into the fixture's capture: its first process records, every collector
-    running, no analysis yet."""
+    """The dashboard 1.2 s into the fixture's capture: its first process records, all seven
+    collectors' states in the header, no analysis yet."""
     bundle = Bundle.open(SERVICE)
     m = bundle.manifest
     cpu = ProcessSeries()
@@ -55,8 +56,12 @@ def _collecting_app(tmp_path) -> DiagnoseApp:
         t0 = rec["t_ns"] if t0 is None else t0
         if rec["t_ns"] - t0 <= COLLECTING_S * 1e9:
             cpu.add(rec)
-    header = header_view(m["target"], COLLECTING_S, 60.0 - COLLECTING_S, {},
-                         {c["name"]: "running" for c in m["collectors"]})
+    # an attach's first paint: every default collector, those the fixture lacks unavailable
+    ran = {c["name"] for c in m["collectors"]}
+    states = {c.name: "running" if c.name in ran else "unavailable" for c in COLLECTORS}
+    states["otlp"] = "running"
+    header = header_view(m["target"], COLLECTING_S, 60.0 - COLLECTING_S,
+                         {"process": {"records": 12}, "otlp": {"listen": "127.0.0.1:4318", "requests": 0}}, states)
     vm = live_view(None, m, cpu.snapshot(), {}, None, elapsed_s=COLLECTING_S, first_verdict_s=5.0)
     return DiagnoseApp(replay=(header, vm), export_dir=tmp_path)
 

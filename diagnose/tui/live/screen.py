@@ -49,10 +49,10 @@ class LiveScreen(Screen):
     def compose(self) -> ComposeResult:
         yield self.capture_header
         with Horizontal(id="panels"):
-            with VerticalScroll(id="left", classes="column"):
+            with VerticalScroll(id="left", classes="column", can_focus=False):
                 yield self.panels["cpu"]
                 yield self.panels["gpu"]
-            with VerticalScroll(id="right", classes="column"):
+            with VerticalScroll(id="right", classes="column", can_focus=False):
                 with Vertical(id="live-verdict") as box:
                     box.border_title = "Verdict so far"
                     yield self.quadrants

@@ -200,3 +200,10 @@ def test_drill_down_and_filter_keys_on_the_dashboard(tmp_path):
             assert screen.needle == "" and "raw_decode" in str(screen.panels["cpu"]._lines.render())
 
     asyncio.run(go())
+
+
+def test_history_survives_a_clock_jump_without_walking_the_gap():
+    buckets = TimeBuckets(max_buckets=5)
+    buckets.add(1.0, 10.0)
+    buckets.add(1e12, 20.0)  # a jump of ~30,000 years: one bucket kept, not 1e12 appended
+    assert buckets.snapshot().values == (20.0,)

@@ -13,8 +13,9 @@ MAX_BUCKETS per series.
 averages A1 at t1 and A2 at t2 (seconds since the capture started), the mean over (t1, t2] is
 (A2*t2 - A1*t1) / (t2 - t1). That holds for any time-weighted average; a source that starts
 sampling d seconds late shifts each value by at most d/(t2 - t1) of it, which is why the series
-is labelled "per interval, derived". Every 1 s bucket the interval covers gets its mean. Values
-that are not time-weighted averages (a running P99) are kept as they were read ("as read").
+is labelled "per interval, derived". Every 1 s bucket the interval covers gets its mean.
+
+``RequestSeries`` counts requests (root spans) per 1 s bucket by end time, with each bucket's P99.
 """
 from __future__ import annotations
 
@@ -45,10 +46,9 @@ class Buckets:
 
 
 class TimeBuckets:
-    """Time-weighted means per ``bucket_s`` bucket of a series; at most ``max_buckets`` kept.
-
-    A bucket no interval touched (a pause in the stream) repeats nothing: it is left out only when
-    it precedes the first value; later it holds the previous bucket's mean with weight 0."""
+    """Time-weighted means per ``bucket_s`` bucket of a series; at most ``max_buckets`` kept (the
+    newest). A bucket no value reached (a pause in the stream) shows the previous bucket's mean
+    with weight 0 s, so a sparkline holds its level instead of dropping to zero."""
 
     def __init__(self, bucket_s: float = BUCKET_S, max_buckets: int = MAX_BUCKETS):
         self.bucket_s = bucket_s
@@ -63,6 +63,9 @@ class TimeBuckets:
         last = self._first + len(self._sums) - 1
         if index < self._first:
             return  # older than what is kept
+        if index - last > (self._sums.maxlen or 0):  # a jump past all that is kept (a clock step)
+            self._sums.clear()
+            self._first, last = index, index - 1
         while last < index:
             self._sums.append([0.0, 0.0])
             last += 1
@@ -201,11 +204,9 @@ class ProcessSeries:
 
 
 class SignalHistory:
-    """Per-interval means of running averages in 1 s buckets, one series per signal name;
-    names in ``as_read`` keep the value read at each time instead (not time-weighted)."""
+    """Per-interval means of running averages in 1 s buckets, one series per signal name."""
 
-    def __init__(self, as_read: tuple[str, ...] = ()) -> None:
-        self._as_read = as_read
+    def __init__(self) -> None:
         self._last: dict[str, tuple[float, float]] = {}
         self._series: dict[str, TimeBuckets] = {}
 
@@ -220,8 +221,7 @@ class SignalHistory:
                     series.add(t_s, avg)
                 continue
             t1, a1 = prev
-            mean = avg if name in self._as_read else max(0.0, (avg * t_s - a1 * t1) / (t_s - t1))
-            series.fill(t1, t_s, mean)
+            series.fill(t1, t_s, max(0.0, (avg * t_s - a1 * t1) / (t_s - t1)))
 
     def snapshot(self) -> dict[str, Buckets]:
         return {k: v.snapshot() for k, v in self._series.items()}

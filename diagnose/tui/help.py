@@ -18,6 +18,13 @@ KEYS = (
     ("?", "this help"),
     ("q", "quit (during a capture: stop it early and show the results)"),
 )
+LIVE = (
+    ("tab / shift+tab", "move between the panels (the focused one has a bright border)"),
+    ("enter", "open the focused panel over the whole screen with all its rows; enter or esc closes it"),
+    ("/", "filter the threads, frames, stages and account rows; esc clears it"),
+    ("sparklines", "one column per 1-10 s (the panel's caption says how many), newest at the right, "
+     "at least the last 60 s"),
+)
 TABS = (
     ("Findings", "rules that fired, most severe first; the right side shows the evidence: values, "
      "thresholds, sources, time window, and what to try"),
@@ -44,6 +51,8 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-box"):
             yield Static(Text("Keys", style="bold underline"))
             yield Static(_grid(keys))
+            yield Static(Text("\nLive dashboard", style="bold underline"))
+            yield Static(_grid(LIVE))
             yield Static(Text("\nResults tabs", style="bold underline"))
             yield Static(_grid(TABS))
             yield Static(Text("\nThe live view re-runs the same analysis on the partial bundle every "

@@ -143,17 +143,36 @@ class LiveHeaderVM:
 
 
 @dataclass(frozen=True)
+class Trend:
+    """A sparkline's data: per-bucket values oldest first (``weights_s``: what each covers),
+    drawn on a fixed 0..``hi`` scale; the widget picks the seconds per column from its width."""
+
+    values: tuple[float, ...]
+    weights_s: tuple[float, ...]
+    hi: float = 100.0
+    bucket_s: float = 1.0
+    merge: str = "mean"  # how buckets join into a column: "mean" (weighted) or "max" (e.g. a P99)
+
+
+@dataclass(frozen=True)
 class MetricLine:
+    """``kind``: "metric" (label, value, trend), "heading" (a label alone) or "item" (one row of
+    a list: the filter applies to these)."""
+
     label: str
     value: str
-    spark: str = ""
+    trend: Trend | None = None
+    kind: str = "metric"
 
 
 @dataclass(frozen=True)
 class PanelVM:
+    """``more``: lines shown only when the panel is opened full screen (the rest of each list)."""
+
     title: str
     lines: tuple[MetricLine, ...]
     note: str = ""  # e.g. "not captured: nvml unavailable: no NVIDIA driver"
+    more: tuple[MetricLine, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,3 +182,4 @@ class LiveVM:
     service: PanelVM
     verdict: VerdictVM | None
     verdict_note: str
+    account: PanelVM = PanelVM("Where the time went", (), "waiting for the first analysis")

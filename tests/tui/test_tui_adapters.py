@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -93,9 +94,11 @@ def test_live_series_match_the_final_analysis(analysed):
     for rec in records:
         series.add(rec)
     snap = series.snapshot()
-    assert snap.records == len(records) and len(snap.process_pct) == len(records) - 1
-    dts = [(r2["t_ns"] - r1["t_ns"]) / 1e9 for r1, r2 in zip(records, records[1:])]
-    mean = sum(p * dt for p, dt in zip(snap.process_pct, dts)) / sum(dts)
+    # one time-weighted mean per 1 s bucket: the capture's seconds, not its 10 Hz readings
+    span_s = (records[-1]["t_ns"] - records[0]["t_ns"]) / 1e9
+    assert snap.records == len(records) and len(snap.process_pct) == math.ceil(span_s)
+    assert sum(snap.process.weights_s) == pytest.approx(span_s)
+    mean = sum(p * w for p, w in zip(snap.process_pct, snap.process.weights_s)) / span_s
     process = a.signals["cpu.process_util_pct"]
     assert mean == pytest.approx(process.value, rel=1e-6)
     assert snap.busiest_tid is not None and snap.busiest_pct is not None
@@ -108,7 +111,8 @@ def test_signal_history_recovers_interval_means():
     for i, v in enumerate(intervals, 1):
         total += v
         history.add(float(i), {"gpu.sm_active_pct": total / i})
-    assert history.snapshot()["gpu.sm_active_pct"] == pytest.approx(tuple(intervals))
+    # the first reading fills bucket 1 (0..1 s]; each later interval (i-1, i] fills bucket i
+    assert history.snapshot()["gpu.sm_active_pct"].values == pytest.approx(tuple(intervals))
 
 
 def test_live_view_panels_without_gpu_or_spans(analysed):
@@ -119,7 +123,8 @@ def test_live_view_panels_without_gpu_or_spans(analysed):
     assert vm.gpu.note.startswith("not captured:") and not vm.gpu.lines
     assert vm.service.note.startswith("no spans yet:")
     cpu_labels = [line.label for line in vm.cpu.lines]
-    assert cpu_labels[0] == "process" and "top frame" in cpu_labels
+    assert cpu_labels[0] == "process" and "top frames, capture so far" in cpu_labels
+    assert vm.account.lines and vm.account.lines[0].kind == "heading"
     before = live_view(None, b.manifest, ProcessSeries().snapshot(), {}, None)
     assert before.verdict is None and "waiting" in before.verdict_note
 

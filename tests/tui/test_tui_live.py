@@ -134,6 +134,6 @@ def test_gpu_panel_during_a_capture_with_replayed_nvml(workload, tmp_path):
     for label, name in (("DRAM active", "gpu.dram_active_pct"), ("kernel busy", "gpu.kernel_busy_pct"),
                         ("power", "gpu.power_pct_of_limit")):
         assert signals[name].known, signals[name].reason
-        assert lines[label].value.endswith("%") and lines[label].spark, lines[label]
+        assert lines[label].value.endswith("%") and lines[label].trend, lines[label]
     # this scenario's GPM recording has no SM_UTIL: shown as unknown, never as 0
     assert not signals["gpu.sm_active_pct"].known and lines["SM active"].value == "unknown"

@@ -3,7 +3,7 @@
 Two sources, both from signals/gpu.py: the ``gpu.*`` signals (time-weighted over the capture,
 for the target's GPUs together) and ``details["gpu_devices"]`` (one row per GPU: ``gpu`` index,
 ``name``, ``target``, ``values`` keyed by signal name). Sparklines are per-interval means derived
-from the running averages (series.SignalHistory), keyed ``<signal>`` or ``<signal>#<gpu index>``.
+from the running averages (series.SignalHistory, 1 s buckets), keyed ``<signal>`` or ``<signal>#<gpu index>``.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.model import Analysis, Signal
-from diagnose.tui.text import fmt_value, spark, split_family
-from diagnose.tui.viewmodels import MetricLine, PanelVM
+from diagnose.tui.live.series import Buckets
+from diagnose.tui.text import fmt_value, split_family
+from diagnose.tui.viewmodels import MetricLine, PanelVM, Trend
 
-SPARK_WIDTH = 16
 # In the order the method reads them (DESIGN.md): SM activity vs DRAM activity separates compute
 # from bandwidth; kernel busy is NVML's "GPU-Util" (a kernel was running, not how busy the SMs were).
 GPU_METRICS = (("SM active", "gpu.sm_active_pct"), ("DRAM active", "gpu.dram_active_pct"),
@@ -64,7 +64,16 @@ def gpu_history_values(a: Analysis) -> dict[str, float]:
     return {name + g.key: v for g in gpu_groups(a) for name, v in g.values.items() if v is not None}
 
 
-def gpu_panel(a: Analysis | None, reason: str, history: dict[str, tuple[float, ...]]) -> PanelVM:
+def trend(series: Buckets | None, unit: str, hi: float | None = None) -> Trend | None:
+    """The sparkline of ``series`` on 0..``hi``; by default 0..100 for a percentage, else 0..its
+    maximum."""
+    if series is None or not series.values:
+        return None
+    top = hi if hi is not None else 100.0 if unit == "%" else (max(series.values) or 1.0)
+    return Trend(series.values, series.weights_s, top, series.bucket_s)
+
+
+def gpu_panel(a: Analysis | None, reason: str, history: dict[str, Buckets]) -> PanelVM:
     """``reason``: what to say when no GPU metric is known (the collectors' own reason)."""
     groups = [g for g in gpu_groups(a) if any(v is not None for v in g.values.values())]
     if not groups:
@@ -72,16 +81,14 @@ def gpu_panel(a: Analysis | None, reason: str, history: dict[str, tuple[float, .
     lines: list[MetricLine] = []
     for g in groups:
         if len(groups) > 1 or g.key:
-            lines.append(MetricLine(g.title, ""))
+            lines.append(MetricLine(g.title, "", kind="heading"))
         for (label, _), name in zip(GPU_METRICS, g.values):
             value = g.values[name]
             unit = g.units.get(name, "%")
             if value is None:
                 lines.append(MetricLine(label, "unknown"))
                 continue
-            series = history.get(name + g.key, ())
-            top = 100.0 if unit == "%" else (max(series, default=0.0) or 1.0)
-            lines.append(MetricLine(label, fmt_value(value, unit), spark(series, SPARK_WIDTH, top)))
+            lines.append(MetricLine(label, fmt_value(value, unit), trend(history.get(name + g.key), unit)))
     return PanelVM("GPU", tuple(lines))
 
 

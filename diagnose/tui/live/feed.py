@@ -16,17 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.bundle.streams import PROCESS, THREADS
+from diagnose.bundle.streams import PROCESS, SPANS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
 from diagnose.tui.live.adapt import header_view, live_view
 from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
-from diagnose.tui.live.series import ProcessSeries, SignalHistory
+from diagnose.tui.live.frames import FrameWindow, window_frames
+from diagnose.tui.live.series import ProcessSeries, RequestSeries, SignalHistory
 from diagnose.tui.live.tail import JsonlTail
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 
 STOPPED_FROM_TUI = "stopped from the TUI"
+SPANS_BYTES_PER_READ = 2 << 20  # ~5k spans per poll (2 polls/s): a span flood is read over several
 
 
 def _analyse_and_write(result: CaptureResult) -> Report:
@@ -127,9 +129,12 @@ class LiveFeed:
         self.session = session
         self.cpu = ProcessSeries()
         self.history = SignalHistory()
+        self.requests = RequestSeries()
         self.stats = FeedStats()
+        self._frames: FrameWindow | None = None
         self._process: JsonlTail | None = None
         self._names: JsonlTail | None = None
+        self._spans: JsonlTail | None = None
         self._analysis: Analysis | None = None
         self._manifest: dict[str, Any] = {}
         self._analysed_s: float | None = None
@@ -150,10 +155,14 @@ class LiveFeed:
         path = self.bundle_path
         if path is None:
             return 0
-        if self._process is None or self._names is None:
+        if self._process is None or self._names is None or self._spans is None:
             self._process, self._names = JsonlTail(path / PROCESS.name), JsonlTail(path / THREADS.name)
+            self._spans = JsonlTail(path / SPANS.name, SPANS_BYTES_PER_READ)
         for rec in self._names.read():
             self.cpu.add_name(rec)
+        now_ns = time.time_ns()
+        for rec in self._spans.read():
+            self.requests.add(rec, now_ns)
         n = 0
         for rec in self._process.read():
             self.cpu.add(rec)
@@ -177,13 +186,15 @@ class LiveFeed:
             # the manifest appears once every collector has started: not yet a bundle is no error
             self._error = None if exc.bundle_error else str(exc)
             return False
+        prev = self._analysis
         self._analysis, self._manifest = got
         self._error = None
+        self._frames = window_frames(prev.top_stacks if prev else (), self._analysis.top_stacks) or self._frames
         t0, p = self._asked
         took = time.perf_counter() - t0
         if p is not None:
             self._analysed_s = p.elapsed_s
-            self.history.add(p.elapsed_s, gpu_history_values(self._analysis))
+            self.history.add(p.elapsed_s, history_values(self._analysis))
         self.stats.analyses += 1
         self.stats.analysis_s_total += took
         self.stats.analysis_s_max = max(self.stats.analysis_s_max, took)
@@ -194,8 +205,16 @@ class LiveFeed:
         self._analyser.close()
 
     def view(self) -> LiveVM:
+        p = self.session.latest
         return live_view(self._analysis, self._manifest, self.cpu.snapshot(), self.history.snapshot(),
-                         self._analysed_s, self._error)
+                         self._analysed_s, self._error, elapsed_s=p.elapsed_s if p is not None else 0.0,
+                         first_verdict_s=self.session.capture.options.pyspy_window_s, frames=self._frames,
+                         requests=self.requests.snapshot())
+
+
+def history_values(a: Analysis) -> dict[str, float]:
+    """The values each analysis adds to the SignalHistory: the GPU counters' running averages."""
+    return gpu_history_values(a)
 
 
 def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
@@ -214,5 +233,9 @@ def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
                          {c["name"]: c.get("counts") or {} for c in collectors},
                          {c["name"]: c.get("state", "?") for c in collectors}, "captured")
     history = SignalHistory()
-    history.add(elapsed_s, gpu_history_values(analysis))
-    return header, live_view(analysis, m, cpu.snapshot(), history.snapshot(), elapsed_s)
+    history.add(elapsed_s, history_values(analysis))
+    requests = RequestSeries()
+    for rec in bundle.stream(SPANS):
+        requests.add(dict(rec))
+    return header, live_view(analysis, m, cpu.snapshot(), history.snapshot(), elapsed_s,
+                             requests=requests.snapshot())

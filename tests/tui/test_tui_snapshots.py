@@ -44,8 +44,8 @@ COLLECTING_S = 1.2  # the first paint: this much of the fixture's capture read, 
 
 
 def _collecting_app(tmp_path) -> DiagnoseApp:
-    """The dashboard 1.2 s into the fixture's capture: its first process records, all seven
-    collectors' states in the header, no analysis yet."""
+    """The dashboard 1.2 s into the fixture's capture: its first process records, every
+    collector's state in the header, no analysis yet."""
     bundle = Bundle.open(SERVICE)
     m = bundle.manifest
     cpu = ProcessSeries()

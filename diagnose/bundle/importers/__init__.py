@@ -32,9 +32,43 @@ MISSING = {
 }
 
 
+TRACE_GLOBS = ("*.json", "*.json.gz")  # what a directory of traces (one per rank) holds
+
+
 def is_bundle_input(inputs: tuple[Path, ...] | list[Path]) -> bool:
-    """One directory: an existing bundle to re-analyse (its manifest is checked when it is opened)."""
-    return len(inputs) == 1 and Path(inputs[0]).is_dir()
+    """One directory that is an existing bundle to re-analyse (its manifest is checked when it is
+    opened): it has a manifest.json, or no trace files (``trace_dir_files``) to import instead."""
+    if len(inputs) != 1 or not Path(inputs[0]).is_dir():
+        return False
+    d = Path(inputs[0])
+    return os.path.lexists(d / MANIFEST) or not _trace_entries(d)
+
+
+def _trace_entries(d: Path) -> list[Path]:
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return []
+    return [d / n for n in names if any(Path(n).match(g) for g in TRACE_GLOBS)]
+
+
+def trace_dir_files(d: Path) -> list[Path]:
+    """The trace files (TRACE_GLOBS) directly in directory ``d``, sorted by name; symlinks and
+    anything that is not a regular file are left out (never followed). Raises ImportFailed
+    when none is left."""
+    import stat
+
+    out = []
+    for p in _trace_entries(d):
+        try:
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                out.append(p)
+        except OSError:
+            continue
+    if not out:
+        raise ImportFailed(f"{d} holds no regular *.json/*.json.gz trace file (symlinks are not followed); "
+                           "pass the trace files, or a bundle directory")
+    return out
 
 
 
@@ -121,4 +155,5 @@ def _manifest(paths: list[Path], ctx: ImportContext) -> Manifest:
         end_reason="imported", partial=False, imported_at_ns=time.time_ns())
 
 
-__all__ = ["IMPORTERS", "ImportFailed", "MANIFEST", "import_files", "is_bundle_input"]
+__all__ = ["IMPORTERS", "ImportFailed", "MANIFEST", "TRACE_GLOBS", "import_files", "is_bundle_input",
+           "trace_dir_files"]

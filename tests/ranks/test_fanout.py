@@ -1,0 +1,63 @@
+"""Per-rank analyses fanned out: a local process pool and a real Dask LocalCluster give the same
+job analysis as this process; a bad --scheduler is one line and exit code 5."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from diagnose.pipeline import analyse
+from diagnose.ranks.fanout import Fanout, SchedulerError
+from helpers import run_diagnose
+from kineto_helpers import NCCL, load
+from rank_traces import derive_ranks
+
+
+@pytest.fixture(scope="module")
+def rank_bundle(tmp_path_factory):
+    from diagnose.bundle.importers import import_files
+
+    d = tmp_path_factory.mktemp("fan")
+    paths = derive_ranks(load(NCCL), d, world=4, straggler=2, lag_us=3_000.0)
+    (d / "out").mkdir()
+    return import_files(paths, d / "out")
+
+
+def _job(bundle, fanout):
+    a = analyse(bundle, None, fanout).analysis
+    return a.details["ranks"], a.details["torch_traces"], a.verdict.headline
+
+
+@pytest.fixture(scope="module")
+def serial(rank_bundle):
+    return _job(rank_bundle, Fanout(workers=1))
+
+
+def test_local_pool_equals_in_process(rank_bundle, serial):
+    pooled = _job(rank_bundle, Fanout(workers=2))
+    assert pooled == serial
+    assert [s["rank"] for s in serial[0]["stragglers"] if s["straggler"]] == [2]
+
+
+def test_dask_local_cluster_equals_local_pool(rank_bundle, serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
+        assert _job(rank_bundle, Fanout(scheduler=c.scheduler_address)) == serial
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: nothing listens there
+
+
+def test_unreachable_scheduler_is_one_line_and_exit_5(rank_bundle, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr("diagnose.ranks.fanout.CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(SchedulerError, match="cannot reach the Dask scheduler"):
+        analyse(rank_bundle, None, Fanout(scheduler=f"tcp://127.0.0.1:{_closed_port()}"))
+    r = run_diagnose("analyze", str(rank_bundle), env={"DASK_SCHEDULER_ADDRESS": "nonsense://x:1"})
+    assert r.returncode == 5, r.stderr
+    err = [line for line in r.stderr.splitlines() if line]
+    assert len(err) == 1 and err[0].startswith("diagnose: error: cannot reach the Dask scheduler")
+    assert "--scheduler tcp://HOST:PORT" in err[0]

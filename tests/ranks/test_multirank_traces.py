@@ -1,0 +1,83 @@
+"""`diagnose analyze` over rank traces derived from a real one: the per-rank table, the straggler
+table and the job verdict find exactly the rank made late, with the lag and skew it was given."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from rank_traces import derive_ranks
+
+from diagnose.pipeline import analyse, documents
+from diagnose.ranks.fanout import Fanout
+from diagnose.render.findings_json import findings_schema
+from kineto_helpers import NCCL, load
+
+LAG_US = 20_000.0
+
+
+@pytest.fixture(scope="module")
+def job_bundle(tmp_path_factory):
+    from diagnose.bundle.importers import import_files
+
+    d = tmp_path_factory.mktemp("ranks")
+    paths = derive_ranks(load(NCCL), d, world=8, straggler=5, lag_us=LAG_US)
+    out = d / "out"
+    out.mkdir()
+    return import_files(paths, out)
+
+
+@pytest.fixture(scope="module")
+def report(job_bundle):
+    return analyse(job_bundle, None, Fanout(workers=1))
+
+
+def test_straggler_table_names_exactly_the_late_rank_with_its_lag(report):
+    job = report.analysis.details["ranks"]
+    assert job["world"] == 8 and [r["rank"] for r in job["ranks"]] == list(range(8))
+    late = [s for s in job["stragglers"] if s["straggler"]]
+    assert [s["rank"] for s in late] == [5]
+    s5 = late[0]
+    assert s5["collective_lag_ns"] == pytest.approx(LAG_US * 1e3, abs=50_000)  # +/- 50 us (the jitter)
+    assert s5["step_lag_ns"] == pytest.approx(LAG_US * 1e3, abs=1_000)
+    assert s5["last_arrivals"] == s5["collectives_matched"] == 21
+    assert all(s["wait_ns"] > 20 * LAG_US * 1e3 for s in job["stragglers"] if s["rank"] != 5)
+    assert job["verdict"]["bound"] == "straggler" and job["verdict"]["ranks"] == [5]
+    assert job["verdict"]["headline"].startswith("rank 5 holds the job back")
+
+
+def test_skew_is_separated_from_true_communication(report):
+    c = report.analysis.details["ranks"]["collectives"]
+    assert c["matched_by"] == "occurrence" and c["collectives"] == 21 and c["unmatched"] == 0
+    # every collective: the waiting ranks' kernels last LAG longer; that is skew, not data moving
+    assert c["skew_ns"] / c["collectives"] == pytest.approx(LAG_US * 1e3, rel=0.01)
+    assert c["true_comm_ns"] < 0.2 * c["comm_ns"]
+
+
+def test_per_rank_breakdown_adds_up_and_has_a_verdict(report):
+    for r in report.analysis.details["ranks"]["ranks"]:
+        assert r["compute_ns"] + r["communication_ns"] + r["memcpy_ns"] + r["other_ns"] + r["idle_ns"] == r["span_ns"]
+        assert r["verdict"] in ("compute", "communication", "memcpy", "idle") and r["collectives"] == 21
+
+
+def test_text_markdown_and_json_carry_the_job(report):
+    from diagnose.render.ranks import rank_lines
+
+    lines = rank_lines(report.analysis.details["ranks"])
+    assert lines[0].startswith("job of 8 ranks: straggler: rank 5 holds the job back")
+    assert any(line.split()[:2] == ["5", "yes"] for line in lines)
+    docs = documents(report)
+    assert "## Ranks" in docs["report.md"] and "rank 5 holds the job back" in docs["report.md"]
+    doc = json.loads(docs["findings.json"])
+    jsonschema.validate(doc, findings_schema())
+    assert doc["details"]["ranks"]["verdict"]["ranks"] == [5]
+
+
+def test_sequence_numbers_match_collectives_when_present(tmp_path):
+    from diagnose.bundle.importers import import_files
+
+    paths = derive_ranks(load(NCCL), tmp_path, world=3, straggler=1, lag_us=5_000.0, seq=True)
+    (tmp_path / "out").mkdir()
+    job = analyse(import_files(paths, tmp_path / "out"), None, Fanout(workers=1)).analysis.details["ranks"]
+    assert job["collectives"]["matched_by"] == "seq" and job["collectives"]["collectives"] == 21
+    assert [s["rank"] for s in job["stragglers"] if s["straggler"]] == [1]

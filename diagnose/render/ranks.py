@@ -16,7 +16,7 @@ def _pct(v: Any) -> str:
 
 
 def _ms(v: Any) -> str:
-    return f"{v / 1e6:.2f}" if isinstance(v, (int, float)) else "-"
+    return f"{v / 1e6 + 0.0:.2f}".replace("-0.00", "0.00") if isinstance(v, (int, float)) else "-"
 
 
 def rank_rows(job: dict[str, Any], limit: int = MAX_RANK_ROWS) -> list[list[str]]:

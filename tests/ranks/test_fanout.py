@@ -5,12 +5,12 @@ from __future__ import annotations
 import socket
 
 import pytest
+from rank_traces import derive_ranks
 
 from diagnose.pipeline import analyse
 from diagnose.ranks.fanout import Fanout, SchedulerError
 from helpers import run_diagnose
 from kineto_helpers import NCCL, load
-from rank_traces import derive_ranks
 
 
 @pytest.fixture(scope="module")

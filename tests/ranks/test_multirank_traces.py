@@ -81,3 +81,36 @@ def test_sequence_numbers_match_collectives_when_present(tmp_path):
     job = analyse(import_files(paths, tmp_path / "out"), None, Fanout(workers=1)).analysis.details["ranks"]
     assert job["collectives"]["matched_by"] == "seq" and job["collectives"]["collectives"] == 21
     assert [s["rank"] for s in job["stragglers"] if s["straggler"]] == [1]
+
+
+@pytest.mark.slow  # a live CLI run (~5 s on 2 cores); fast siblings: the tests above, test_trace_dir_*
+def test_cli_analyzes_a_directory_of_rank_traces_in_a_pool(tmp_path):
+    from helpers import run_diagnose
+
+    d = tmp_path / "traces"
+    d.mkdir()
+    derive_ranks(load(NCCL), d, world=3, straggler=2, lag_us=8_000.0)
+    (d / "rank-9.pt.trace.json.gz").symlink_to(d / "rank-0.pt.trace.json.gz")  # never followed
+    (tmp_path / "out").mkdir()
+    r = run_diagnose("analyze", str(d), "--out", str(tmp_path / "out"), "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    assert "job of 3 ranks: straggler: rank 2 holds the job back" in r.stdout
+    assert "stragglers (lag: start after the median rank's):" in r.stdout
+
+
+def test_trace_dir_lists_regular_traces_only_and_a_bundle_stays_a_bundle(tmp_path):
+    from diagnose.bundle.importers import ImportFailed, is_bundle_input, trace_dir_files
+
+    (tmp_path / "rank-1.json.gz").write_bytes(b"x")
+    (tmp_path / "rank-0.json").write_bytes(b"x")
+    (tmp_path / "notes.txt").write_bytes(b"x")
+    (tmp_path / "rank-2.json.gz").symlink_to(tmp_path / "rank-1.json.gz")
+    assert not is_bundle_input([tmp_path])
+    assert [p.name for p in trace_dir_files(tmp_path)] == ["rank-0.json", "rank-1.json.gz"]
+    (tmp_path / "manifest.json").write_text("{}")
+    assert is_bundle_input([tmp_path])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "x.json").symlink_to(tmp_path / "rank-0.json")
+    with pytest.raises(ImportFailed, match="no regular"):
+        trace_dir_files(empty)

@@ -18,7 +18,8 @@ def _rank(rank: int, starts_ms: list[float], dur_ms: float = 2.0, ends_ms: list[
           seq: bool = False, clock: bool = True, step_ms: float | None = None) -> RankInput:
     colls = tuple(Collective("0", "allreduce", i if seq else -1, i, int(s * MS),
                              int((ends_ms[i] if ends_ms else s + dur_ms) * MS)) for i, s in enumerate(starts_ms))
-    return RankInput(rank, f"rank-{rank}.json", clock, RankTimeline(BD, colls, ((1, int((starts_ms[0] if step_ms is None else step_ms) * MS)),)))
+    step = int((starts_ms[0] if step_ms is None else step_ms) * MS)
+    return RankInput(rank, f"rank-{rank}.json", clock, RankTimeline(BD, colls, ((1, step),)))
 
 
 def test_a_lag_under_the_floor_is_no_straggler():
@@ -75,7 +76,8 @@ def test_reader_keeps_collective_args_of_kernels(tmp_path):
            {**k, "name": "ncclKernel_Broadcast_RING_LL", "ts": 20.0},
            {**k, "name": "gemm", "ts": 30.0}]
     p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(json.dumps({"traceEvents": evs, "baseTimeNanoseconds": 1_700_000_000 * 10**9}).encode()))
+    doc = {"traceEvents": evs, "baseTimeNanoseconds": 1_700_000_000 * 10**9}
+    p.write_bytes(gzip.compress(json.dumps(doc).encode()))
     got = collectives(build_view(read_trace(p)))
     assert [(c.group, c.name, c.seq, c.index) for c in got] == [
         ("pg7", "allreduce", 41, 0), ("pg7", "allgather", 42, 0), ("?", "ncclKernel_Broadcast_RING_LL", -1, 0)]

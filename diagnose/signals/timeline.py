@@ -23,6 +23,7 @@ from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, wi
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
+from diagnose.signals.ranks import rank_signals
 from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
 from diagnose.signals.spans.coverage import recording_window, span_coverage
 from diagnose.signals.spans.llm import llm_summary
@@ -223,6 +224,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
     span_reason = NO_SPANS if not ss.spans else "spans recorded but none is a request (root span)"
     signals = trace_signals(reports, torch_reason)
+    signals.update(rank_signals(job, not_ranks))
     signals.update(request_signals(summary, tail, span_reason))
     if ss.spans:
         signals.update(llm_signals(llm))

@@ -46,6 +46,13 @@ def test_straggler_table_names_exactly_the_late_rank_with_its_lag(report):
     assert job["verdict"]["headline"].startswith("rank 5 holds the job back")
 
 
+def test_straggler_finding_and_signals(report):
+    sig = report.analysis.signals
+    assert sig["gpu.straggler_lag_ms"].value == pytest.approx(LAG_US / 1e3, abs=0.05)
+    assert sig["gpu.sync_skew_pct"].value > 80
+    assert "secondary.straggler_rank" in {f.rule_id for f in report.analysis.findings}
+
+
 def test_skew_is_separated_from_true_communication(report):
     c = report.analysis.details["ranks"]["collectives"]
     assert c["matched_by"] == "occurrence" and c["collectives"] == 21 and c["unmatched"] == 0

@@ -327,7 +327,7 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, scheduler: str | None
 
     overrides = load_thresholds(thresholds)  # before FILES become a bundle
     fanout = Fanout(workers=workers, scheduler=scheduler or None)
-    rep = open_report(_bundle_from_inputs(inputs, out), overrides, fanout)
+    rep = open_report(_bundle_from_inputs(inputs, out, workers), overrides, fanout)
     try:
         write_documents(rep)
     except DocumentsNotWritten as exc:
@@ -381,17 +381,21 @@ def open_report(bundle: Path, overrides: dict[str, float] | None, fanout=None):
         raise fail(str(exc), EXIT_FANOUT) from None
 
 
-def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
-    """A bundle directory as given, or one built from artifact files (path on stderr)."""
+def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path, workers: int = 1) -> Path:
+    """A bundle directory as given, or one built from artifact files (path on stderr); ``workers``:
+    the local pool that skims several torch traces while they are copied (import_files)."""
     from diagnose.bundle.importers import ImportFailed, import_files, is_bundle_input, trace_dir_files
+    from diagnose.ranks.fanout import FanoutError
 
     if is_bundle_input(inputs):
         return inputs[0]
     try:
         files = trace_dir_files(inputs[0]) if len(inputs) == 1 and inputs[0].is_dir() else list(inputs)
-        bundle = import_files(files, check_out_dir(out))
+        bundle = import_files(files, check_out_dir(out), workers)
     except ImportFailed as exc:
         raise fail(str(exc)) from None
+    except FanoutError as exc:
+        raise fail(str(exc), EXIT_FANOUT) from None
     click.echo(f"bundle: {bundle}", err=True)
     return bundle
 

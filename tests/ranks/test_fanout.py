@@ -39,12 +39,6 @@ def test_local_pool_equals_in_process(rank_bundle, serial):
     assert [s["rank"] for s in serial[0]["stragglers"] if s["straggler"]] == [2]
 
 
-def test_dask_local_cluster_equals_local_pool(rank_bundle, serial):
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
-        assert _job(rank_bundle, Fanout(scheduler=c.scheduler_address)) == serial
-
-
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -61,3 +55,38 @@ def test_unreachable_scheduler_is_one_line_and_exit_5(rank_bundle, monkeypatch):
     err = [line for line in r.stderr.splitlines() if line]
     assert len(err) == 1 and err[0].startswith("diagnose: error: cannot reach the Dask scheduler")
     assert "--scheduler tcp://HOST:PORT" in err[0]
+
+
+def test_import_skims_traces_in_a_pool_with_the_same_index(tmp_path):
+    import json as _json
+
+    from diagnose.bundle.importers import import_files
+
+    paths = derive_ranks(load(NCCL), tmp_path, world=3, straggler=1, lag_us=1_000.0)
+    paths.append(tmp_path / "notes.json")  # not a trace: the same one-line error either way
+    paths[-1].write_text('{"a": 1}')
+    from diagnose.bundle.importers import ImportFailed
+
+    errors = []
+    for workers in (1, 2):
+        (tmp_path / f"o{workers}").mkdir()
+        with pytest.raises(ImportFailed) as exc:
+            import_files(paths, tmp_path / f"o{workers}", workers)
+        errors.append(str(exc.value))
+    assert errors[0] == errors[1]
+    index = []
+    for workers in (1, 2):
+        b = import_files(paths[:-1], tmp_path / f"o{workers}", workers)
+        index.append([_json.loads(line) for line in (b / "torch.jsonl").read_text().splitlines()])
+        manifest = _json.loads((b / "manifest.json").read_text())
+        index[-1].append([c.get("counts") for c in manifest["collectors"]])
+    assert index[0] == index[1] and len(index[0]) == 4
+
+
+# Last in this file: distributed leaves its IO-loop thread running, after which the local pool
+# spawns (it forks only in a single-threaded process) and spawning starts multiprocessing's
+# resource tracker, a helper process the leftover check would count against the next pool test.
+def test_dask_local_cluster_equals_local_pool(rank_bundle, serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
+        assert _job(rank_bundle, Fanout(scheduler=c.scheduler_address)) == serial

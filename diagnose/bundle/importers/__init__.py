@@ -12,6 +12,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from diagnose.bundle import IMPORT_LABEL, MANIFEST, BundleWriter, CollectorState, CollectorStatus, Manifest
 from diagnose.bundle.errors import MALFORMED
@@ -73,8 +74,12 @@ def trace_dir_files(d: Path) -> list[Path]:
 
 
 
-def import_files(paths: list[Path], out_dir: Path) -> Path:
-    """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed."""
+def import_files(paths: list[Path], out_dir: Path, workers: int = 1) -> Path:
+    """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed.
+
+    ``workers`` > 1 (or 0: one per CPU, diagnose/ranks/fanout.py): torch traces are skimmed
+    (their events streamed once for the index record) in a local process pool while this process
+    copies their bytes; several ranks' traces import that many times faster."""
     for p in paths:
         if p.is_dir():
             raise ImportFailed(f"{p} is a directory: pass either one bundle directory or artifact files")
@@ -82,8 +87,9 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
             raise ImportFailed(_missing(Path(p)))
         if not p.is_file():
             raise ImportFailed(f"{p} is not a regular file (a FIFO or a device?): pass a trace or span file")
+    skimmed = _skim_in_pool(paths, workers)
     writer = _create(out_dir)
-    ctx = ImportContext(writer)
+    ctx = ImportContext(writer, skimmed)
     try:
         for path in paths:
             try:
@@ -103,6 +109,26 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
         shutil.rmtree(writer.path, ignore_errors=True)
         raise
     return writer.path
+
+
+def _skim_in_pool(paths: list[Path], workers: int) -> dict[str, Any]:
+    """Path -> SkimOutcome of the torch traces among ``paths``, skimmed in a local pool; {} with
+    one worker or fewer than two traces (the importer then copies and skims in one pass)."""
+    from diagnose.bundle.importers.trace_stream import SkimTask, skim_task
+    from diagnose.ranks.fanout import Fanout
+
+    fan = Fanout(workers=workers)
+    if workers == 1 or len(paths) < 2:
+        return {}
+    torch = next(i for i in IMPORTERS if isinstance(i, TorchTraceImporter))
+    tasks = []
+    for p in paths:
+        artifact = Artifact.open(Path(p))
+        if torch.sniff(artifact) and not any(i.sniff(artifact) for i in IMPORTERS[:IMPORTERS.index(torch)]):
+            tasks.append(SkimTask(str(p), artifact.gzipped))
+    if fan.local_workers(len(tasks)) <= 1:
+        return {}
+    return {t.path: out for t, out in zip(tasks, fan.map(skim_task, tasks))}
 
 
 def _missing(p: Path) -> str:

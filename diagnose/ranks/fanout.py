@@ -64,12 +64,6 @@ class Fanout:
             return min(self.workers, tasks)
         return max(1, min(os.cpu_count() or 1, MAX_LOCAL_WORKERS, tasks))
 
-    @property
-    def where(self) -> str:
-        """How the fan-out is described in findings.json (``data_quality.fanout``)."""
-        return f"dask {self.scheduler}" if self.scheduler else (
-            "in process" if self.workers == 1 else f"process pool (workers={self.workers or 'auto'})")
-
 
 SERIAL = Fanout(workers=1)
 LOCAL_POOL = Fanout(workers=0)

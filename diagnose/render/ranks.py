@@ -67,7 +67,8 @@ def rank_lines(job: dict[str, Any] | None) -> list[str]:
     comm = _comm_sentence(job)
     if comm:
         out.append("  " + comm)
-    out += ["per rank (share of each rank's GPU window):", *_columns(RANK_HEAD, rank_rows(job))]
+    out += ["per rank (share of each rank's GPU window; comm includes waiting at collectives for late ranks):",
+            *_columns(RANK_HEAD, rank_rows(job))]
     if job["stragglers"]:
         out += ["stragglers (lag: start after the median rank's):", *_columns(STRAGGLER_HEAD, straggler_rows(job))]
     out += [f"  note: {n}" for n in job.get("notes") or []]

@@ -50,7 +50,8 @@ AGENT_THREAD_PREFIX = "diagnose-"
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
     """Every trace of the bundle read and analysed, one task per trace, wherever the current
     fan-out runs them (diagnose/ranks/fanout.py: this process unless the caller chose a pool or a
-    Dask cluster). Raises SchedulerError."""
+    Dask cluster). Raises FanoutError (a worker died, the Dask scheduler is unusable); a trace
+    that cannot be read is an error line, as in this process."""
     tasks, spec_error = trace_tasks(bundle, options)
     fanout = current()
     if fanout.scheduler is None and fanout.local_workers(len(tasks)) <= 1:

@@ -2,6 +2,7 @@
 job analysis as this process; a bad --scheduler is one line and exit code 5."""
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -33,8 +34,12 @@ def serial(rank_bundle):
     return _job(rank_bundle, Fanout(workers=1))
 
 
-def test_local_pool_equals_in_process(rank_bundle, serial):
-    pooled = _job(rank_bundle, Fanout(workers=2))
+@pytest.fixture(scope="module")
+def pooled(rank_bundle):
+    return _job(rank_bundle, Fanout(workers=2))
+
+
+def test_local_pool_equals_in_process(pooled, serial):
     assert pooled == serial
     assert [s["rank"] for s in serial[0]["stragglers"] if s["straggler"]] == [2]
 
@@ -83,10 +88,21 @@ def test_import_skims_traces_in_a_pool_with_the_same_index(tmp_path):
     assert index[0] == index[1] and len(index[0]) == 4
 
 
+def _die(_: int) -> int:
+    os._exit(3)  # a worker killed mid-task (the OOM killer does the same)
+
+
+def test_a_dead_worker_is_one_fanout_error():
+    from diagnose.ranks.fanout import FanoutError, pool_map
+
+    with pytest.raises(FanoutError, match="died before it finished"):
+        pool_map(_die, [1, 2], 2)
+
+
 # Last in this file: distributed leaves its IO-loop thread running, after which the local pool
 # spawns (it forks only in a single-threaded process) and spawning starts multiprocessing's
 # resource tracker, a helper process the leftover check would count against the next pool test.
-def test_dask_local_cluster_equals_local_pool(rank_bundle, serial):
+def test_dask_local_cluster_equals_local_pool(rank_bundle, pooled):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as c:
-        assert _job(rank_bundle, Fanout(scheduler=c.scheduler_address)) == serial
+        assert _job(rank_bundle, Fanout(scheduler=c.scheduler_address)) == pooled

@@ -77,9 +77,11 @@ def trace_dir_files(d: Path) -> list[Path]:
 def import_files(paths: list[Path], out_dir: Path, workers: int = 1) -> Path:
     """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed.
 
-    ``workers`` > 1 (or 0: one per CPU, diagnose/ranks/fanout.py): torch traces are skimmed
-    (their events streamed once for the index record) in a local process pool while this process
-    copies their bytes; several ranks' traces import that many times faster."""
+    ``workers`` > 1 (or 0: one per CPU, diagnose/ranks/fanout.py): torch traces are skimmed first
+    (their events streamed once for the index record) in a local process pool, one per worker,
+    and this process then only copies their bytes; several ranks' traces import that many times
+    faster. (A file rewritten between its skim and its copy gets the skim's index record; the
+    analysis reads the copy.)"""
     for p in paths:
         if p.is_dir():
             raise ImportFailed(f"{p} is a directory: pass either one bundle directory or artifact files")

@@ -138,7 +138,7 @@ class SkimOutcome:
 
 def skim_task(task: SkimTask) -> SkimOutcome:
     """Stream the events of ``task.path`` into a TraceSkim without copying it (a worker's half of
-    ``copy_and_skim``, run while the importer copies the bytes); never raises for a bad file."""
+    ``copy_and_skim``; the importer copies the bytes afterwards); never raises for a bad file."""
     skim = TraceSkim()
     artifact = Artifact(Path(task.path), task.gzipped, b"", False)
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 WORKLOADS = HERE / "workloads"
 REPO = HERE.parent
-SHARED_DATA = Path(os.environ.get("DIAGNOSE_SHARED_DATA") or REPO.parent / "shared" / "data")  # a worktree elsewhere
+SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def run_diagnose(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -81,3 +81,21 @@ def test_reader_keeps_collective_args_of_kernels(tmp_path):
     got = collectives(build_view(read_trace(p)))
     assert [(c.group, c.name, c.seq, c.index) for c in got] == [
         ("pg7", "allreduce", 41, 0), ("pg7", "allgather", 42, 0), ("?", "ncclKernel_Broadcast_RING_LL", -1, 0)]
+
+
+def test_hostile_collective_args_are_read_as_text_or_no_sequence(tmp_path):
+    from diagnose.traces.ranktime import collectives
+    from diagnose.traces.reader import read_trace
+    from diagnose.traces.view import build_view
+
+    k = {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "dur": 5.0, "name": "ncclKernel_AllReduce"}
+    args = ({"Collective name": ["all", "reduce"], "Process Group Name": 7, "Seq": "x"},
+            {"Collective name": "allreduce\u0007", "Process Group Name": None, "Seq": 1e30},
+            {"Collective name": "a" * 10_000, "seq": -5})
+    evs = [{**k, "ts": 10.0 * i, "args": {"device": 0, "stream": 7, **a}} for i, a in enumerate(args)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": evs, "baseTimeNanoseconds": 1_700_000_000 * 10**9}))
+    got = collectives(build_view(read_trace(p)))
+    assert [(c.group, c.name[:12], c.seq) for c in got] == [
+        ("7", "['all', 'red", -1), ("?", "allreduce\ufffd", -1), ("?", "a" * 12, -5)]
+    assert len(got[2].name) <= 4096

@@ -1,7 +1,8 @@
 """Command line: parses arguments and hands off. Heavy imports live inside the subcommands.
 
 Exit codes: 0 ok · 1 regression found by compare · 2 usage or target error · 3 nothing captured ·
-4 internal error (an uncaught exception would otherwise exit 1, which means "regression").
+4 internal error (an uncaught exception would otherwise exit 1, which means "regression") ·
+5 the per-rank fan-out failed (Dask scheduler unreachable, a worker died).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import click
 
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING, EXIT_BUG = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING, EXIT_BUG, EXIT_FANOUT = 0, 1, 2, 3, 4, 5
 
 EPILOG = """\b
 Exit codes:
@@ -22,6 +23,8 @@ Exit codes:
      metric not measured in both captures)
   3  capture failed entirely (no collector recorded anything)
   4  internal error: a bug in diagnose (the traceback says where; please report it)
+  5  analyze: the per-rank fan-out failed (--scheduler / DASK_SCHEDULER_ADDRESS
+     unreachable or malformed, distributed not installed, a worker died)
   128+N  signal N: a third one while a capture finishes aborts it (after a line naming
      the bundle and `diagnose analyze BUNDLE`); repeated signals only finish it (exit 0)
 An --export that fails is a warning line; it never changes the exit code.
@@ -398,21 +401,31 @@ def format_help(prefix: str) -> str:
               help="Directory in which a bundle built from FILES is created.")
 @click.option("--format", "fmt", type=click.Choice(["text", *format_names()]), default="text",
               show_default=True, help=format_help("What to print. text: a summary; "))
+@click.option("--scheduler", envvar="DASK_SCHEDULER_ADDRESS", metavar="tcp://HOST:PORT",
+              help="Run the per-rank trace analyses on this Dask distributed scheduler (env DASK_SCHEDULER_ADDRESS; "
+              "needs pip install 'diagnose[dask]'; its workers must see the bundle at the same path). "
+              "Default: a local process pool.")
+@click.option("--workers", type=click.IntRange(0, 256), default=0, show_default=True,
+              help="Local pool size for the per-rank analyses (0: min(CPUs, 8, traces); 1: in this process).")
 @thresholds_option
 @export_options
-def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | None, exports,
-            export_attrs: dict[str, str], export_hold: float, export_timeout: float) -> None:
+def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, scheduler: str | None, workers: int,
+            thresholds: Path | None, exports, export_attrs: dict[str, str], export_hold: float,
+            export_timeout: float) -> None:
     """Re-run the analysis of a bundle (partial ones too) and rewrite findings.json and report.md.
 
     Or build a bundle from FILES you already have (torch profiler traces .json/.json.gz, OTLP/JSON,
     OTLP protobuf (.binpb) or console-exporter span dumps, py-spy raw/speedscope/chrometrace output)
-    and analyse it.
+    and analyse it; a directory that is not a bundle stands for the traces in it (rank-*.json.gz).
+    Traces of several ranks of one job get a per-rank table, a straggler table and a job verdict.
     """
     from diagnose.pipeline import DocumentsNotWritten, write_documents
+    from diagnose.ranks.fanout import Fanout
     from diagnose.render import render
 
     overrides = load_thresholds(thresholds)  # before FILES become a bundle
-    rep = open_report(_bundle_from_inputs(inputs, out), overrides)
+    fanout = Fanout(workers=workers, scheduler=scheduler or None)
+    rep = open_report(_bundle_from_inputs(inputs, out, workers), overrides, fanout)
     try:
         write_documents(rep)
     except DocumentsNotWritten as exc:
@@ -421,10 +434,14 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, thresholds: Path | No
     if fmt != "text":
         _echo_document(render(rep, fmt))
     else:
+        from diagnose.render.ranks import rank_lines
+
         v = rep.verdict
         click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
         click.echo(v.headline)
         _echo_account(rep)
+        for line in rank_lines(rep.analysis.details.get("ranks")):
+            click.echo(line)
         for f in rep.analysis.findings:
             click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
     export_report(rep, export_request(exports, export_attrs, export_hold, export_timeout))
@@ -448,27 +465,36 @@ def _echo_document(body: str | bytes) -> None:
         click.echo(body, nl=False)
 
 
-def open_report(bundle: Path, overrides: dict[str, float] | None):
-    """The pipeline's Report of ``bundle``; not a bundle is one error line and exit 2."""
+def open_report(bundle: Path, overrides: dict[str, float] | None, fanout=None):
+    """The pipeline's Report of ``bundle``; not a bundle is one error line and exit 2, a fan-out
+    that fails (``--scheduler``) one line and exit 5."""
     from diagnose.bundle import BundleError
     from diagnose.pipeline import analyse
+    from diagnose.ranks.fanout import FanoutError
 
     try:
-        return analyse(bundle, overrides)
+        return analyse(bundle, overrides, fanout)
     except BundleError as exc:
         raise fail(f"{exc}; pass the directory that `diagnose attach` created") from None
+    except FanoutError as exc:
+        raise fail(str(exc), EXIT_FANOUT) from None
 
 
-def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path) -> Path:
-    """A bundle directory as given, or one built from artifact files (path on stderr)."""
-    from diagnose.bundle.importers import ImportFailed, import_files, is_bundle_input
+def _bundle_from_inputs(inputs: tuple[Path, ...], out: Path, workers: int = 1) -> Path:
+    """A bundle directory as given, or one built from artifact files (path on stderr); ``workers``:
+    the local pool that skims several torch traces while they are copied (import_files)."""
+    from diagnose.bundle.importers import ImportFailed, import_files, is_bundle_input, trace_dir_files
+    from diagnose.ranks.fanout import FanoutError
 
     if is_bundle_input(inputs):
         return inputs[0]
     try:
-        bundle = import_files(list(inputs), check_out_dir(out))
+        files = trace_dir_files(inputs[0]) if len(inputs) == 1 and inputs[0].is_dir() else list(inputs)
+        bundle = import_files(files, check_out_dir(out), workers)
     except ImportFailed as exc:
         raise fail(str(exc)) from None
+    except FanoutError as exc:
+        raise fail(str(exc), EXIT_FANOUT) from None
     click.echo(f"bundle: {bundle}", err=True)
     return bundle
 

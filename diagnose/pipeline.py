@@ -2,9 +2,10 @@
 (bundle -> Report). Every command and the TUI go through here and receive a Report; none analyses
 on its own, so the ``--thresholds`` a user passes reach every view and every written document.
 
-Errors: BundleError (not a bundle), ThresholdError (bad override), TargetError (no such pid,
-already attached), OSError (cannot create the bundle), DocumentsNotWritten (captured and analysed,
-but findings.json/report.md could not be written: the Report rides on the exception),
+Errors: BundleError (not a bundle), ThresholdError (bad override), FanoutError (``--scheduler``
+unusable, a worker died), TargetError (no such pid, already attached), OSError (cannot create
+the bundle), DocumentsNotWritten (captured and analysed, but findings.json/report.md could not
+be written: the Report rides on the exception),
 CaptureAborted (a third signal while finishing; the bundle's path is already printed).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from diagnose.capture.session import Capture, CaptureResult
     from diagnose.capture.stop import StopSignals
     from diagnose.collectors import CaptureOptions
+    from diagnose.ranks.fanout import Fanout
 
 # The bundle's generated files and the renderer that writes each.
 DOCUMENTS: tuple[tuple[str, str], ...] = ((FINDINGS, "json"), (REPORT, "md"))
@@ -37,13 +39,18 @@ class DocumentsNotWritten(OSError):
         self.report = report
 
 
-def analyse(bundle: Bundle | Path, overrides: dict[str, float] | None = None) -> Report:
+def analyse(bundle: Bundle | Path, overrides: dict[str, float] | None = None,
+            fanout: Fanout | None = None) -> Report:
     """Analyse a bundle (complete or partial; a path is opened first) with ``overrides``
-    (``--thresholds``: rule thresholds and analysis parameters). Raises BundleError, ThresholdError."""
+    (``--thresholds``: rule thresholds and analysis parameters). ``fanout``: where the per-trace
+    (per-rank) analyses run (diagnose/ranks/fanout.py; default: this process). Raises
+    BundleError, ThresholdError, SchedulerError (a Dask ``fanout`` that cannot be used)."""
+    from diagnose.ranks.fanout import SERIAL, using
     from diagnose.verdict.analyze import analyze
 
     b = bundle if isinstance(bundle, Bundle) else Bundle.open(Path(bundle))
-    return Report(b, analyze(b, overrides), dict(overrides or {}))
+    with using(fanout or SERIAL):
+        return Report(b, analyze(b, overrides), dict(overrides or {}))
 
 
 def documents(report: Report) -> dict[str, str | bytes]:

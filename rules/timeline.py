@@ -172,6 +172,17 @@ TIMELINE_RULES: tuple[Rule, ...] = (
             "sockets) and whether ranks wait on a straggler"),
     ),
     Rule(
+        "secondary.straggler_rank", "A straggler rank holds the job back", None, L.SYSTEM, S.WARNING,
+        (Condition("gpu.straggler_lag_ms", ">=", 0.5, 10.0), Condition("gpu.sync_skew_pct", ">=", 20.0, 40.0)),
+        "The latest rank starts its collectives or steps {0:.1f} ms after the median rank, and "
+        "{1:.0f}% of the matched collectives' time is the other ranks waiting for it (synchronisation "
+        "skew, not data moving): the Ranks table names the rank.",
+        ("Look at the late rank's own verdict first (its row in the Ranks table; `diagnose attach` on its "
+         "pod): input loading, host CPU contention, a throttled or degraded GPU, a slower NIC",
+         "Balance the work across ranks (uneven shards or sequence lengths make one rank late every step)",
+         "Then the system: clock sync between hosts (NTP/PTP) if the lag is under a millisecond"),
+    ),
+    Rule(
         "secondary.host_syncs", "The host blocks on GPU synchronisation", None, L.ENGINE, S.INFO,
         (Condition("torch.sync_blocked_pct", ">=", 10.0, 30.0),),
         "The host spent {0:.0f}% of the trace blocked in cuda*/hip*Synchronize or blocking copies.",

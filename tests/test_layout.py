@@ -5,8 +5,8 @@ from __future__ import annotations
 from helpers import REPO
 
 ROOT_MODULES = {"__init__.py", "__main__.py", "cli.py", "pipeline.py", "model.py"}
-STAGES = {"capture", "bundle", "signals", "account", "capacity", "compare", "traces", "verdict", "render", "export",
-          "tui", "agent", "doctor", "demo"}
+STAGES = {"capture", "bundle", "signals", "account", "capacity", "compare", "traces", "ranks", "verdict", "render",
+          "export", "tui", "agent", "doctor", "demo"}
 
 
 def test_package_root_holds_only_the_entry_the_pipeline_and_the_model():

@@ -7,32 +7,23 @@ returns gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals plus JSON tabl
 from __future__ import annotations
 
 import dataclasses
-import os
-from fnmatch import fnmatch
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from diagnose.bundle import Bundle, BundleError
-from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
+from diagnose.bundle import Bundle
+from diagnose.bundle.streams import GC, SPANS
 from diagnose.model import Signal, missing
+from diagnose.ranks.fanout import current
+from diagnose.ranks.inputs import job_of
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
-from diagnose.rules.gpu_specs import (
-    GPU_SPECS,
-    OVERRIDE_FILE,
-    Fingerprint,
-    GpuSpec,
-    SpecError,
-    find_spec,
-    parse_overrides,
-)
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, window_origin_ns
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
+from diagnose.signals.ranks import rank_signals
 from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
 from diagnose.signals.spans.coverage import recording_window, span_coverage
 from diagnose.signals.spans.llm import llm_summary
@@ -40,10 +31,15 @@ from diagnose.signals.spans.sampling import agent_sampling, in_sample
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
-from diagnose.traces.devices import DeviceProps
-from diagnose.traces.reader import KinetoTrace, TraceReadError, read_trace
-from diagnose.traces.report import TimelineOptions, TraceReport, analyze_trace
-from diagnose.traces.roofline import Peak
+from diagnose.signals.trace_tasks import (
+    bundle_specs,
+    device_peak,
+    read_member_trace,
+    run_trace_task,
+    trace_files,
+    trace_tasks,
+)
+from diagnose.traces.report import TimelineOptions, TraceReport
 
 NO_TRACE = ("no torch profiler trace in this bundle: run the service under `diagnose run` (agent) "
             "or pass a trace file to `diagnose analyze`")
@@ -51,58 +47,20 @@ SLOW_STEP_PCT = 90
 AGENT_THREAD_PREFIX = "diagnose-"
 
 
-def device_peak(device: DeviceProps, specs: tuple[GpuSpec, ...] = GPU_SPECS) -> Peak | None:
-    """Roofline peak of a trace's device: by name, or by its facts where ROCm's name is generic."""
-    facts = Fingerprint(device.compute, device.sm_count, device.mem_gib)
-    spec = find_spec(device.name, specs, facts)
-    return Peak(spec.model, spec.dense_bf16_flops_per_s, spec.mem_bytes_per_s, spec.source) if spec else None
-
-
-def bundle_specs(bundle: Bundle) -> tuple[tuple[GpuSpec, ...], str | None]:
-    """The bundle's ``gpu_specs.json`` rows before the built-in table; a bad file: (table, why)."""
-    try:
-        extra = parse_overrides(bundle.read_json(OVERRIDE_FILE)) if bundle.has(OVERRIDE_FILE) else ()
-        return extra + GPU_SPECS, None
-    except (SpecError, BundleError) as exc:
-        return GPU_SPECS, f"{OVERRIDE_FILE} ignored: {exc}"
-
-
-def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
-    """Traces indexed in TORCH (with their clock base), else any *.json[.gz] in the TORCH_TRACES
-    directory."""
-    rows = [(path, r.get("base_time_ns")) for r in bundle.stream(TORCH)
-            if isinstance(r.get("file"), str) and not r.get("error") and (path := bundle.member(r["file"]))]
-    if not rows:
-        rows = [(bundle.path / name, None) for name in bundle.listing(TORCH_TRACES.directory)
-                if fnmatch(name.rsplit("/", 1)[-1], "*.json*")]
-    return rows
-
-
-def read_member_trace(bundle: Bundle, path: Path, base: Any) -> KinetoTrace:
-    """``read_trace`` of the bundle member at ``path`` (from ``trace_files``) through a descriptor
-    opened below the bundle (no symlink followed, regular files only). Raises TraceReadError."""
-    name = path.relative_to(bundle.path).as_posix()
-    fd = bundle.open_member(name)
-    if fd is None:
-        raise TraceReadError(f"{name}: {bundle.unreadable.get(name, 'no longer in the bundle')}: not read")
-    with os.fdopen(fd, "rb") as fh:
-        return read_trace(path, base if type(base) is int else None, fh=fh)
-
-
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
-    specs, spec_error = bundle_specs(bundle)
-    reports, errors = [], [spec_error] if spec_error else []
-    for path, base in trace_files(bundle):
-        try:
-            trace = read_member_trace(bundle, path, base)
-        except TraceReadError as exc:
-            errors.append(str(exc))
-            continue
-        if trace.report.error:
-            errors.append(f"{path.name}: {trace.report.error}" + (
-                f" at byte {trace.report.truncated_at_byte}" if trace.report.truncated_at_byte is not None else ""))
-        reports.append(analyze_trace(trace, partial(device_peak, specs=specs), options))
-    return reports, errors
+    """Every trace of the bundle read and analysed, one task per trace, wherever the current
+    fan-out runs them (diagnose/ranks/fanout.py: this process unless the caller chose a pool or a
+    Dask cluster). Raises FanoutError (a worker died, the Dask scheduler is unusable); a trace
+    that cannot be read is an error line, as in this process."""
+    tasks, spec_error = trace_tasks(bundle, options)
+    fanout = current()
+    if fanout.scheduler is None and fanout.local_workers(len(tasks)) <= 1:
+        outcomes = [run_trace_task(t, bundle) for t in tasks]  # the open bundle: no reopening
+    else:
+        outcomes = fanout.map(run_trace_task, tasks)
+    errors = [spec_error] if spec_error else []
+    errors += [e for o in outcomes for e in o.errors]
+    return [o.report for o in outcomes if o.report is not None], errors
 
 
 def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
@@ -244,6 +202,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     all_reports, trace_errors = _reports(bundle, params.timeline)
     imported = bundle.manifest.get("end_reason") == "imported"  # its window is the files' own span
     reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle))
+    job, not_ranks = job_of(reports)
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
@@ -266,6 +225,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
     span_reason = NO_SPANS if not ss.spans else "spans recorded but none is a request (root span)"
     signals = trace_signals(reports, torch_reason)
+    signals.update(rank_signals(job, not_ranks))
     signals.update(request_signals(summary, tail, span_reason))
     if ss.spans:
         signals.update(llm_signals(llm))
@@ -277,6 +237,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     details: dict[str, Any] = {
         "torch_traces": [r.to_json() for r in reports],
         "trace_groups": apart,
+        "ranks": job.to_json() if job else None,
         "requests": summary, "llm": llm if ss.spans else None,
         "tail": {k: v for k, v in tail.items() if k != "windows"},
         "join": {"gaps": gap_j, "slow": slow_j},
@@ -284,6 +245,8 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     damage = [f"{Path(r.path).name}: {note}" for r in all_reports for note in r.read.damage.notes()]
     quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors, "torch_trace_damage": damage,
                "traces_apart": apart["warning"] if apart else None,
+               **({"ranks_not_compared": not_ranks} if not_ranks else {}),
+               **({"ranks_notes": list(job.notes)} if job and job.notes else {}),
                "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
                "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None,
                "spans_sampling": sampling.to_json() if sampling else None,
@@ -306,4 +269,5 @@ def late_trace_statement(bundle: Bundle, traces_read: int) -> str | None:
             "arrived: the kernel timeline misses that window (run `diagnose report BUNDLE` again once it lands)")
 
 
-__all__ = ["load_timed_stacks", "read_member_trace", "timeline_signals", "trace_files"]
+__all__ = ["bundle_specs", "device_peak", "late_trace_statement", "load_timed_stacks", "read_member_trace",
+           "timeline_signals", "trace_files"]

@@ -37,6 +37,8 @@ _EMPTY: dict[str, Any] = {}
 _PH = itemgetter("ph")
 _PH_ATTR = attrgetter("ph")
 _FLOPS_ATTR = attrgetter("flops")
+_COLL_ATTR, _PG_ATTR = attrgetter("collective"), attrgetter("pg_name")
+_SEQ_ATTR, _SEQ_LOWER_ATTR = attrgetter("seq"), attrgetter("seq_lower")
 _X_KEYS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
 # column, args key, typed.Args attribute, default where the key is absent
 _ARG_COLUMNS = (("correlation", "correlation", "correlation", -1), ("external_id", "External id", "external_id", -1),
@@ -159,6 +161,7 @@ class ColumnBuilder:
             **{col: (list(map(attrgetter(attr), arg_col)) if typed else [a.get(key, default) for a in arg_col])
                for col, key, attr, default in _ARG_COLUMNS},
             "flops": [_NAN] * len(cats), "precision": [0] * len(cats), "batch": [-1] * len(cats),
+            **self._collective_rows(arg_col, typed),
         }
         with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
         ops = {i for i, n in enumerate(nids) if n in with_formula}
@@ -175,6 +178,23 @@ class ColumnBuilder:
             rows["precision"][i] = precision_code(op)
             rows["batch"][i] = batch_dim(self.labels[nids[i]], op)
         self.store.append(_validated_events(rows, self.counts))
+
+    def _collective_rows(self, arg_col: list[Any], typed: bool) -> dict[str, list[Any]]:
+        """``coll``/``pg`` (name ids of the args "Collective name" and "Process Group Name", -1
+        where absent) and ``seq`` (arg "Seq" or "seq", -1 where absent) of one batch."""
+        if typed:
+            coll, pg = list(map(_COLL_ATTR, arg_col)), list(map(_PG_ATTR, arg_col))
+            seq = [a if a is not None else b for a, b in zip(map(_SEQ_ATTR, arg_col), map(_SEQ_LOWER_ATTR, arg_col))]
+        else:
+            coll = [a.get("Collective name") for a in arg_col]
+            pg = [a.get("Process Group Name") for a in arg_col]
+            seq = [a.get("Seq", a.get("seq")) for a in arg_col]
+        n = len(arg_col)
+        if coll.count(None) == n:  # the usual batch: no collective in it
+            return {"coll": [-1] * n, "pg": [-1] * n, "seq": [-1] * n}
+        return {"coll": [-1 if v is None else self._intern(v) for v in coll],
+                "pg": [-1 if v is None else self._intern(v) for v in pg],
+                "seq": [-1 if v is None else as_int(v) for v in seq]}
 
     def _name_ids(self, raw: list[Any]) -> list[int]:
         ids = _lookup(self.names, raw)

@@ -20,6 +20,7 @@ from diagnose.traces.gaps import (
 )
 from diagnose.traces.kernels import category_breakdown, memcpy_breakdown, top_kernels
 from diagnose.traces.launch import SHORT_KERNEL_NS, launch_stats, sync_stats
+from diagnose.traces.ranktime import RankTimeline, rank_timeline
 from diagnose.traces.reader import KinetoTrace, ReadReport, TraceMeta
 from diagnose.traces.roofline import Peak, roofline
 from diagnose.traces.steps import step_stats, training_ops_pct
@@ -60,6 +61,7 @@ class TraceReport:
     gaps: IdleGaps  # GPU idle gaps; on a CPU-only trace: torch-op gaps (``gaps_source``)
     tables: dict[str, Any]  # JSON-ready: kernels, memcpy, launches, syncs, steps, roofline, gaps
     options: TimelineOptions = TimelineOptions()  # the thresholds this report was measured with
+    timeline: RankTimeline | None = None  # what the job analysis of several ranks reads (diagnose/ranks)
 
     @property
     def has_gpu(self) -> bool:
@@ -131,7 +133,7 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
     return TraceReport(trace.path, trace.meta, trace.report, len(view.gpu), temporal,
                        temporal_breakdown(view, window, rounded=True),
                        tuple(idle_by_stream(view, window, options.kernel_wait_ns, rounded=False)), ig, tables,
-                       options)
+                       options, rank_timeline(view, window))
 
 
 def _coverage(temporal: TemporalBreakdown | None, host_span_ns: int | None) -> dict[str, Any]:

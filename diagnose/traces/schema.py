@@ -25,6 +25,8 @@ EVENT_COLUMNS = {
     "device": np.int64, "flops": np.float64, "bytes": np.float64,
     "precision": np.int8,  # op_args.PRECISIONS index, ops with FLOPs only
     "batch": np.int64,  # leading dimension of input 0 of matmul/linear/conv ops (rank >= 2), else -1
+    # collective kernels (args "Collective name", "Process Group Name", "Seq"/"seq"): name ids, else -1
+    "coll": np.int32, "pg": np.int32, "seq": np.int64,
 }
 FLOW_COLUMNS = {"id": np.int64, "phase": np.int8, "kind": np.int8, "pid": np.int64, "tid": np.int64,
                 "ts": np.float64}

@@ -27,7 +27,7 @@ _TIMES = ("name", "pid", "tid", "ts", "dur")
 # partition -> (categories, columns). Sync events belong to the GPU timeline only with a stream.
 PARTITIONS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "gpu": ((CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_SYNC),
-            _TIMES + ("cat", "stream", "device", "correlation", "bytes")),
+            _TIMES + ("cat", "stream", "device", "correlation", "bytes", "coll", "pg", "seq")),
     "runtime": ((CAT_RUNTIME, CAT_DRIVER), _TIMES + ("correlation", "external_id")),
     "cpu": ((CAT_CPU_OP, CAT_USER_ANNOTATION), _TIMES + ("cat", "external_id", "flops", "bytes", "precision", "batch")),
 }

@@ -28,6 +28,10 @@ class Args(msgspec.Struct):
     input_type: Any = msgspec.field(default=None, name="Input type")
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
     name: Any = None  # thread_name / process_name metadata
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
 
     def op_args(self) -> dict[str, Any]:
         """The keys flops.py and op_args.py read, as the dict a trace's ``args`` would be."""

@@ -12,6 +12,7 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from diagnose.bundle import IMPORT_LABEL, MANIFEST, BundleWriter, CollectorState, CollectorStatus, Manifest
 from diagnose.bundle.errors import MALFORMED
@@ -32,15 +33,55 @@ MISSING = {
 }
 
 
+TRACE_GLOBS = ("*.json", "*.json.gz")  # what a directory of traces (one per rank) holds
+
+
 def is_bundle_input(inputs: tuple[Path, ...] | list[Path]) -> bool:
-    """One directory: an existing bundle to re-analyse (its manifest is checked when it is opened)."""
-    return len(inputs) == 1 and Path(inputs[0]).is_dir()
+    """One directory that is an existing bundle to re-analyse (its manifest is checked when it is
+    opened): it has a manifest.json, or no trace files (``trace_dir_files``) to import instead."""
+    if len(inputs) != 1 or not Path(inputs[0]).is_dir():
+        return False
+    d = Path(inputs[0])
+    return os.path.lexists(d / MANIFEST) or not _trace_entries(d)
+
+
+def _trace_entries(d: Path) -> list[Path]:
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return []
+    return [d / n for n in names if any(Path(n).match(g) for g in TRACE_GLOBS)]
+
+
+def trace_dir_files(d: Path) -> list[Path]:
+    """The trace files (TRACE_GLOBS) directly in directory ``d``, sorted by name; symlinks and
+    anything that is not a regular file are left out (never followed). Raises ImportFailed
+    when none is left."""
+    import stat
+
+    out = []
+    for p in _trace_entries(d):
+        try:
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                out.append(p)
+        except OSError:
+            continue
+    if not out:
+        raise ImportFailed(f"{d} holds no regular *.json/*.json.gz trace file (symlinks are not followed); "
+                           "pass the trace files, or a bundle directory")
+    return out
 
 
 
 
-def import_files(paths: list[Path], out_dir: Path) -> Path:
-    """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed."""
+def import_files(paths: list[Path], out_dir: Path, workers: int = 1) -> Path:
+    """Build a bundle under ``out_dir`` from ``paths``. Returns its path. Raises ImportFailed.
+
+    ``workers`` > 1 (or 0: one per CPU, diagnose/ranks/fanout.py): torch traces are skimmed first
+    (their events streamed once for the index record) in a local process pool, one per worker,
+    and this process then only copies their bytes; several ranks' traces import that many times
+    faster. (A file rewritten between its skim and its copy gets the skim's index record; the
+    analysis reads the copy.)"""
     for p in paths:
         if p.is_dir():
             raise ImportFailed(f"{p} is a directory: pass either one bundle directory or artifact files")
@@ -48,8 +89,9 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
             raise ImportFailed(_missing(Path(p)))
         if not p.is_file():
             raise ImportFailed(f"{p} is not a regular file (a FIFO or a device?): pass a trace or span file")
+    skimmed = _skim_in_pool(paths, workers)
     writer = _create(out_dir)
-    ctx = ImportContext(writer)
+    ctx = ImportContext(writer, skimmed)
     try:
         for path in paths:
             try:
@@ -69,6 +111,26 @@ def import_files(paths: list[Path], out_dir: Path) -> Path:
         shutil.rmtree(writer.path, ignore_errors=True)
         raise
     return writer.path
+
+
+def _skim_in_pool(paths: list[Path], workers: int) -> dict[str, Any]:
+    """Path -> SkimOutcome of the torch traces among ``paths``, skimmed in a local pool; {} with
+    one worker or fewer than two traces (the importer then copies and skims in one pass)."""
+    from diagnose.bundle.importers.trace_stream import SkimTask, skim_task
+    from diagnose.ranks.fanout import Fanout
+
+    fan = Fanout(workers=workers)
+    if workers == 1 or len(paths) < 2:
+        return {}
+    torch = next(i for i in IMPORTERS if isinstance(i, TorchTraceImporter))
+    tasks = []
+    for p in paths:
+        artifact = Artifact.open(Path(p))
+        if torch.sniff(artifact) and not any(i.sniff(artifact) for i in IMPORTERS[:IMPORTERS.index(torch)]):
+            tasks.append(SkimTask(str(p), artifact.gzipped))
+    if fan.local_workers(len(tasks)) <= 1:
+        return {}
+    return {t.path: out for t, out in zip(tasks, fan.map(skim_task, tasks))}
 
 
 def _missing(p: Path) -> str:
@@ -121,4 +183,5 @@ def _manifest(paths: list[Path], ctx: ImportContext) -> Manifest:
         end_reason="imported", partial=False, imported_at_ns=time.time_ns())
 
 
-__all__ = ["IMPORTERS", "ImportFailed", "MANIFEST", "import_files", "is_bundle_input"]
+__all__ = ["IMPORTERS", "ImportFailed", "MANIFEST", "TRACE_GLOBS", "import_files", "is_bundle_input",
+           "trace_dir_files"]

@@ -170,8 +170,9 @@ def _loads(data: bytes, artifact: Artifact) -> Any:
 class ImportContext:
     """Streams of the bundle being built, plus per-collector summaries for its manifest."""
 
-    def __init__(self, writer: BundleWriter):
+    def __init__(self, writer: BundleWriter, skimmed: dict[str, Any] | None = None):
         self.writer = writer
+        self.skimmed: dict[str, Any] = skimmed or {}  # path -> trace_stream.SkimOutcome, from workers
         self.sources: dict[str, list[str]] = {}
         self.counts: dict[str, dict[str, Any]] = {}
         self.bounds_ns: list[int] = []

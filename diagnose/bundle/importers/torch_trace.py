@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from contextlib import closing
 
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
-from diagnose.bundle.importers.trace_stream import copy_and_skim
+from diagnose.bundle.importers.trace_stream import copy_and_skim, copy_trace
 from diagnose.bundle.streams import TORCH, TORCH_TRACES
 from diagnose.traces.reader import MIN_UNIX_US, base_time_ns, plausible_ns
 from diagnose.traces.scan import ScanState, scan
@@ -73,7 +73,9 @@ class TorchTraceImporter:
     def load(self, artifact: Artifact, ctx: ImportContext) -> None:
         n = ctx.next_index("torch")
         rel = TORCH_TRACES.file(n)
-        skim, stream = copy_and_skim(artifact, ctx.writer.file_path(rel))
+        skimmed = ctx.skimmed.get(str(artifact.path))  # by a worker (import_files with a fan-out)
+        dst = ctx.writer.file_path(rel)
+        skim, stream = copy_trace(artifact, dst, skimmed) if skimmed else copy_and_skim(artifact, dst)
         if not stream.events_seen:
             raise ImportFailed(f"{artifact.path}: the trace reader finds no {EVENTS_KEY} array in it; export "
                                "the trace again with torch.profiler")

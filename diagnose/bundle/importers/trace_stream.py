@@ -117,3 +117,54 @@ def copy_and_skim(artifact: Artifact, dst: Path) -> tuple[TraceSkim, EventStream
     except TraceReadError as exc:
         raise ImportFailed(f"{artifact.path}: {exc}; export the trace again with torch.profiler") from None
     return skim, stream
+
+
+@dataclass(frozen=True)
+class SkimTask:
+    """One trace to skim in a worker process (``skim_task``): its path and whether it is gzipped."""
+
+    path: str
+    gzipped: bool
+
+
+@dataclass(frozen=True)
+class SkimOutcome:
+    """What ``skim_task`` found: the skim and the event stream, or the ImportFailed message."""
+
+    skim: TraceSkim | None
+    stream: EventStream | None
+    error: str | None = None
+
+
+def skim_task(task: SkimTask) -> SkimOutcome:
+    """Stream the events of ``task.path`` into a TraceSkim without copying it (a worker's half of
+    ``copy_and_skim``; the importer copies the bytes afterwards); never raises for a bad file."""
+    skim = TraceSkim()
+    artifact = Artifact(Path(task.path), task.gzipped, b"", False)
+    try:
+        with open(task.path, "rb") as src, closing(artifact.chunks(src)) as chunks:
+            stream = stream_events(chunks, skim)
+    except OSError as exc:
+        return SkimOutcome(None, None, f"cannot read {task.path}: {exc.strerror or exc}")
+    except TraceReadError as exc:
+        return SkimOutcome(None, None, f"{task.path}: {exc}; export the trace again with torch.profiler")
+    except ImportFailed as exc:
+        return SkimOutcome(None, None, str(exc))
+    return SkimOutcome(skim, stream)
+
+
+def copy_trace(artifact: Artifact, dst: Path, skimmed: SkimOutcome) -> tuple[TraceSkim, EventStream]:
+    """``copy_and_skim`` where a worker already skimmed the file (``skim_task``): only the bytes
+    are copied here. Raises ImportFailed as copy_and_skim does."""
+    if skimmed.error is not None or skimmed.skim is None or skimmed.stream is None:
+        raise ImportFailed(skimmed.error or f"{artifact.path}: not skimmed")
+    try:
+        dst.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as raw, artifact.path.open("rb") as src, \
+                (nullcontext(raw) if artifact.gzipped
+                 else gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=COMPRESS_LEVEL)) as out:
+            shutil.copyfileobj(src, out, COPY_BYTES)
+    except OSError as exc:
+        raise ImportFailed(f"cannot copy {artifact.path} to {dst}: {exc.strerror or exc}") from None
+    return skimmed.skim, skimmed.stream

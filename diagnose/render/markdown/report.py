@@ -56,7 +56,7 @@ class MarkdownRenderer(Renderer):
 
     def render(self, report: Report) -> str:
         a, m = report.analysis, report.manifest
-        head = self._head(a, m) + self._account(a) + self._metrics(a) + self._cost(report)
+        head = self._head(a, m) + self._account(a) + self._ranks(a) + self._metrics(a) + self._cost(report)
         tail = self._stacks(a) + self._not_judged(a) + self._environment(report) + self._reproduce(m)
         if self.full:
             tail = (self._stacks(a) + self._timeline(a) + self._gpus(a) + self._threads(a) + self._signals(a)
@@ -111,6 +111,11 @@ class MarkdownRenderer(Renderer):
                            for r in account_rows_of(acc, MIN_SHARE)])
         scores = " · ".join(f"{q.value} {s:.2f}" for q, s in a.verdict.scores.items())
         return out + [f"Quadrant scores (shares of the limiting account): {scores}.", ""]
+
+    def _ranks(self, a: Analysis) -> list[str]:
+        from diagnose.render.ranks import ranks_section
+
+        return ranks_section(a.details.get("ranks"))
 
     def _metrics(self, a: Analysis) -> list[str]:
         from diagnose.render.markdown.metrics import key_metrics

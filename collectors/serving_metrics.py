@@ -31,7 +31,8 @@ PERIOD_S = 1.0
 MAX_CPU_SHARE = 0.1  # a scrape that took longer than this share of the period delays the next ones
 TIMEOUT_S = 2.0  # the whole GET, connect to last byte
 MAX_BYTES = 4 << 20
-USAGE = "--metrics expects http(s)://HOST:PORT/metrics (a vLLM, SGLang, Triton or TGI /metrics endpoint)"
+USAGE = ("--metrics expects http(s)://HOST[:PORT][/path] or :PORT[/path] (127.0.0.1), e.g. "
+         "http://127.0.0.1:8000/metrics (a vLLM, SGLang, Triton or TGI /metrics endpoint)")
 NOT_REQUESTED = "not requested: pass --metrics URL of the serving engine's Prometheus /metrics"
 
 
@@ -40,8 +41,16 @@ class ScrapeError(Exception):
 
 
 def parse_metrics_url(value: str) -> str:
-    """The URL to scrape (path defaults to /metrics). Raises ValueError naming the fix."""
-    parts = urllib.parse.urlsplit(value.strip())
+    """The URL to scrape (path defaults to /metrics; ``:PORT[/path]`` means http://127.0.0.1:PORT).
+    Raises ValueError naming the fix."""
+    value = value.strip()
+    if value.startswith(":"):
+        value = "http://127.0.0.1" + value
+    parts = urllib.parse.urlsplit(value)
+    try:
+        _ = parts.port  # raises ValueError on a port that is not a number in 0..65535
+    except ValueError:
+        raise ValueError(f"{USAGE}; got {value!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{USAGE}; got {value!r}")
     return urllib.parse.urlunsplit(parts._replace(path=parts.path or "/metrics", fragment=""))

@@ -448,9 +448,12 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, scheduler: str | None
 
 
 def _echo_account(rep) -> None:
+    """The account lines, then the serving engine's key lines (``--metrics``), as ``analyze`` and
+    ``attach``/``run`` print them."""
     from diagnose.render.account import account_lines
+    from diagnose.render.markdown.serving import serving_lines
 
-    for line in account_lines(rep.analysis):
+    for line in account_lines(rep.analysis) + serving_lines(rep.analysis.details):
         click.echo(line)
     apart = rep.analysis.data_quality.get("traces_apart")
     if apart:

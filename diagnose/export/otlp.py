@@ -1,6 +1,7 @@
 """OTLP/HTTP export of a Snapshot through the OpenTelemetry SDK's own exporters: the points as
 gauges (a MeterProvider with an InMemoryMetricReader, collected once and handed to
-``OTLPMetricExporter``), the findings as log records (a LoggerProvider whose
+``OTLPMetricExporter``, each point stamped with the capture's end as the log records are), the
+findings as log records (a LoggerProvider whose
 BatchLogRecordProcessor feeds ``OTLPLogExporter``, flushed once). Both share one Resource:
 the Snapshot's attributes over ``OTEL_RESOURCE_ATTRIBUTES`` (the SDK's ``Resource.create``).
 
@@ -18,7 +19,7 @@ import logging
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opentelemetry._logs import SeverityNumber
@@ -27,7 +28,14 @@ from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExp
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
+from opentelemetry.sdk.metrics.export import (
+    Gauge,
+    InMemoryMetricReader,
+    Metric,
+    MetricExportResult,
+    MetricsData,
+    NumberDataPoint,
+)
 from opentelemetry.sdk.resources import Resource
 
 from diagnose.export.snapshot import Snapshot
@@ -40,6 +48,8 @@ SDK_LOGGER = "opentelemetry"  # the SDK and its exporters log below it
 FIX_CONNECT = "start the OTLP/HTTP receiver or correct HOST:PORT (its base URL, e.g. http://HOST:4318)"
 FIX_REFUSED = ("pass the receiver's OTLP/HTTP base URL (diagnose appends /v1/metrics and /v1/logs) and its auth "
                "headers in OTEL_EXPORTER_OTLP_HEADERS")
+FIX_TIMEOUT = "check it is an OTLP/HTTP receiver and not overloaded, or raise --export-timeout"
+NO_ANSWER = "did not answer within"  # in the cause when the receiver accepted the connection but said nothing
 
 
 class ExportFailed(Exception):
@@ -79,7 +89,8 @@ def send(snap: Snapshot, base_url: str, timeout_s: float = TIMEOUT_S) -> OtlpSen
                 failed.append(str(exc))
     if failed:
         answered = any(": HTTP " in f for f in failed)  # the receiver is there; it refused
-        raise ExportFailed("; ".join(failed), FIX_REFUSED if answered else FIX_CONNECT)
+        silent = any(NO_ANSWER in f for f in failed)  # something listens there; it never answered
+        raise ExportFailed("; ".join(failed), FIX_REFUSED if answered else FIX_TIMEOUT if silent else FIX_CONNECT)
     return OtlpSent(points, records)
 
 
@@ -97,6 +108,8 @@ def _send_metrics(snap: Snapshot, resource: Resource, url: str, timeout_s: float
         data = reader.get_metrics_data()  # the one collection
     finally:
         provider.shutdown()
+    if data is not None and snap.time_ns is not None:
+        data = stamped(data, snap.time_ns)
     exporter = OTLPMetricExporter(endpoint=url, timeout=timeout_s)
     del errors[:]
     try:
@@ -105,6 +118,21 @@ def _send_metrics(snap: Snapshot, resource: Resource, url: str, timeout_s: float
     finally:
         exporter.shutdown()
     return len(snap.points)
+
+
+def stamped(data: MetricsData, time_ns: int) -> MetricsData:
+    """``data`` with every gauge point's time set to ``time_ns`` (the capture's end, Unix ns) in
+    place of the collection's: the SDK's point types are frozen dataclasses, rebuilt with
+    ``dataclasses.replace``; a point of another kind is left as collected."""
+    def metric(m: Metric) -> Metric:
+        if not isinstance(m.data, Gauge):
+            return m
+        pts = [replace(p, time_unix_nano=time_ns) if isinstance(p, NumberDataPoint) else p for p in m.data.data_points]
+        return replace(m, data=replace(m.data, data_points=pts))
+
+    return replace(data, resource_metrics=[
+        replace(rm, scope_metrics=[replace(sm, metrics=[metric(m) for m in sm.metrics]) for sm in rm.scope_metrics])
+        for rm in data.resource_metrics])
 
 
 _SEVERITY = {Severity.INFO: "INFO", Severity.WARNING: "WARN", Severity.CRITICAL: "ERROR"}
@@ -185,8 +213,8 @@ _STATUS = re.compile(r"code: (\d{3}), reason: (.*)", re.S)
 _CONNECTION = (("Connection refused", "connection refused: nothing listens there"),
                ("NameResolutionError", "the host name does not resolve"),
                ("Name or service not known", "the host name does not resolve"),
-               ("SSLError", "the TLS handshake failed"),
-               ("timed out", "no answer within the timeout"), ("Timeout", "no answer within the timeout"))
+               ("SSLError", "the TLS handshake failed"))
+# a timeout is not named here: whether the connection or the answer timed out, _connect tells
 
 
 def _http_status(errors: list[str]) -> tuple[str, str] | None:
@@ -200,14 +228,15 @@ def _http_status(errors: list[str]) -> tuple[str, str] | None:
 
 def _cause(signal: str, url: str, errors: list[str], timeout_s: float) -> str:
     """One line: the HTTP status and reason the receiver answered, else the connection's failure
-    in words, else that nothing answered within ``timeout_s``."""
+    in words, else (a connection opens but the SDK gave up) that the receiver at ``url`` did not
+    answer within ``timeout_s``."""
     status = _http_status(errors)
     if status:
         return f"{signal} to {url}: HTTP {status[0]} {status[1]}".rstrip()
     text = " ".join(errors)
     said = next((words for key, words in _CONNECTION if key in text), None) or _connect(url, timeout_s)
-    if said is None:
-        said = " ".join(errors[0].split())[:160] if errors else f"no answer within {timeout_s:g} s"
+    if said is None:  # it accepts connections: the SDK's "timeout, max retries" means no answer in time
+        return f"{signal}: the receiver at {url} {NO_ANSWER} {timeout_s:g} s"
     return f"{signal} to {url}: {said}"
 
 
@@ -227,9 +256,9 @@ def _connect(url: str, timeout_s: float) -> str | None:
     except socket.gaierror:
         return "the host name does not resolve"
     except TimeoutError:
-        return f"no answer within {timeout_s:g} s"
+        return f"the connection was not accepted within {min(timeout_s, 2.0):g} s"
     except OSError as exc:
         return f"cannot connect: {exc.strerror or exc}"
 
 
-__all__ = ["FIX_CONNECT", "FIX_REFUSED", "ExportFailed", "OtlpSent", "TIMEOUT_S", "send"]
+__all__ = ["FIX_CONNECT", "FIX_REFUSED", "FIX_TIMEOUT", "ExportFailed", "OtlpSent", "TIMEOUT_S", "send", "stamped"]

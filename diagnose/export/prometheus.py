@@ -83,8 +83,7 @@ def _families(points: list[Point]) -> Iterator[object]:
         groups.setdefault(metric_name(p.name, p.unit), []).append(p)
     for name, pts in groups.items():
         keys = list(dict.fromkeys(k for p in pts for k, _ in p.attributes))
-        fam = GaugeMetricFamily(name, f"{pts[0].description} ({pts[0].unit or 'see labels'})",
-                                labels=[label_name(k) for k in keys])
+        fam = GaugeMetricFamily(name, pts[0].description, labels=[label_name(k) for k in keys])  # the unit: name
         seen: set[tuple[str, ...]] = set()
         for p in pts:
             attrs = dict(p.attributes)

@@ -154,15 +154,53 @@ KEY_METRICS: tuple[tuple[str, str, str, float, str, Attrs], ...] = (
 )
 
 
-def _key_metric_points(a: Analysis) -> list[Point]:
-    """Only what was measured: a missing signal is left out, never sent as 0."""
+_ENGINE = "the serving engine's /metrics (--metrics)"
+# the serving engine's own signals (diagnose/signals/serving.py), same table layout as KEY_METRICS
+SERVING_METRICS: tuple[tuple[str, str, str, float, str, Attrs], ...] = (
+    ("serving.qps", "diagnose.request.rate", "{request}/s", 1.0, "QPS: requests ended per second of the capture", ()),
+    *(("serving.ttft_" + q + "_ms", "diagnose.gen_ai.time_to_first_token", "s", 1e-3, "TTFT percentile",
+       (("percentile", q),)) for q in ("p50", "p99")),
+    *(("serving.tpot_" + q + "_ms", "diagnose.gen_ai.time_per_output_token", "s", 1e-3, "TPOT percentile",
+       (("percentile", q),)) for q in ("p50", "p99")),
+    *(("serving.itl_" + q + "_ms", "diagnose.gen_ai.inter_token_latency", "s", 1e-3,
+       f"ITL percentile (gap between consecutive output tokens), {_ENGINE}", (("percentile", q),))
+      for q in ("p50", "p99")),
+    ("serving.output_tokens_per_s", "diagnose.gen_ai.output_tokens.rate", "{token}/s", 1.0, "output tokens per second",
+     ()),
+    *(("serving.kv_cache_usage_" + s + "_pct", "diagnose.serving.kv_cache.usage", "1", 1e-2,
+       f"KV-cache usage (0..1) over the scrapes, {_ENGINE}", (("statistic", s),)) for s in ("mean", "max")),
+    ("serving.preemptions_per_s", "diagnose.serving.preemption.rate", "{preemption}/s", 1.0,
+     f"requests preempted per second (KV cache full), {_ENGINE}", ()),
+    ("serving.queue_share_pct", "diagnose.serving.queue.share", "1", 1e-2,
+     f"engine queue time's share of end-to-end request latency (0..1), {_ENGINE}", ()),
+    *(("serving.in_flight_" + s, "diagnose.serving.requests.in_flight", "{request}", 1.0,
+       f"requests in the engine (running + waiting) over the scrapes, {_ENGINE}", (("statistic", s),))
+      for s in ("mean", "max")),
+)
+SOURCE_SPANS, SOURCE_ENGINE = "spans", "engine"  # the ``source`` attribute when both measured one metric
+
+
+def _measured(a: Analysis, table: tuple[tuple[str, str, str, float, str, Attrs], ...], source: str) -> list[Point]:
     out = []
-    for signal, name, unit, scale, desc, attrs in KEY_METRICS:
+    for signal, name, unit, scale, desc, attrs in table:
         s = a.signals.get(signal)
         value = _num(s.value) if s is not None else None
         if value is not None:
-            out.append(Point(name, unit, desc, value * scale, attrs))
+            out.append(Point(name, unit, desc, value * scale, (*attrs, ("source", source))))
     return out
+
+
+def _key_metric_points(a: Analysis) -> list[Point]:
+    """Only what was measured: a missing signal is left out, never sent as 0. The span-based
+    metrics, then the serving engine's (``--metrics``); where both measured a metric (QPS,
+    TTFT, TPOT, output tokens/s) each point carries ``source`` = ``spans`` or ``engine``."""
+    points = _measured(a, KEY_METRICS, SOURCE_SPANS) + _measured(a, SERVING_METRICS, SOURCE_ENGINE)
+    sources: dict[tuple[str, Attrs], set[str]] = {}
+    for p in points:
+        sources.setdefault((p.name, p.attributes[:-1]), set()).add(p.attributes[-1][1])
+    return [p if len(sources[(p.name, p.attributes[:-1])]) > 1 else Point(p.name, p.unit, p.description, p.value,
+                                                                           p.attributes[:-1])
+            for p in points]
 
 
 def _cost_points(m: dict[str, Any]) -> list[Point]:
@@ -205,4 +243,4 @@ def _finding_record(f: Finding) -> FindingRecord:
     return FindingRecord(f.rule_id, f.title, f.summary, f.severity, f.layer.value, quadrant, lines, pts)
 
 
-__all__ = ["FindingRecord", "KEY_METRICS", "Point", "Snapshot", "resource_attributes", "snapshot"]
+__all__ = ["FindingRecord", "KEY_METRICS", "Point", "SERVING_METRICS", "Snapshot", "resource_attributes", "snapshot"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.model import HOST, STOPPED, Account, Analysis
+from diagnose.model import HOST, STOPPED, Account, Analysis, Quadrant
 
 MIN_SHARE = 0.05  # terms below 5% of their account are left out of the table (always in JSON)
 
@@ -13,7 +13,7 @@ class AccountRow:
     account: str  # the account's title
     term: str
     share_pct: float
-    quadrant: str  # "no load" for waiting for work, "host" for waiting for a core, "stopped"
+    quadrant: str  # a Quadrant value ("no_load": waiting for work), "host" (waiting for a core), "stopped"
     layer: str
     evidence: str
 
@@ -39,7 +39,7 @@ def account_rows_of(acc: Account, min_share: float = MIN_SHARE) -> list[AccountR
 
 def _outside(kind: str, has_layer: bool) -> str:
     """The quadrant column of a term outside the target's quadrants."""
-    return STOPPED if kind == STOPPED else HOST if has_layer else "no load"
+    return STOPPED if kind == STOPPED else HOST if has_layer else Quadrant.NO_LOAD.value
 
 
 __all__ = ["AccountRow", "MIN_SHARE", "account_lines", "account_rows", "account_rows_of"]

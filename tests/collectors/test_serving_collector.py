@@ -178,6 +178,15 @@ def test_only_http_urls():
             parse_metrics_url(bad)
 
 
+def test_host_omitted_means_loopback():
+    """``--metrics :18001/metrics`` was a usage error; it means 127.0.0.1 as ``prometheus=:PORT`` does."""
+    assert parse_metrics_url(":18001/metrics") == "http://127.0.0.1:18001/metrics"
+    assert parse_metrics_url(":18001") == "http://127.0.0.1:18001/metrics"
+    for bad in (":port/metrics", ":99999"):
+        with pytest.raises(ValueError, match=r"or :PORT\[/path\] \(127.0.0.1\)"):
+            parse_metrics_url(bad)
+
+
 def test_live_vllm_capture_writes_the_stream_and_the_findings(workload, tmp_path):
     live = Live("vllm")
     try:
@@ -243,6 +252,7 @@ def test_attach_with_metrics_url_reports_the_engine(workload, tmp_path):
     finally:
         live.close()
     assert res.returncode == 0, res.stderr
+    assert "  engine queue time, share of end-to-end latency: 60%" in res.stdout  # the terminal says it too
     bundle = only_bundle(tmp_path)
     doc = findings(bundle)
     assert doc["signals"]["serving.queue_share_pct"]["value"] == pytest.approx(60.0, abs=0.5)
@@ -256,5 +266,5 @@ def test_attach_with_metrics_url_reports_the_engine(workload, tmp_path):
 
 def test_bad_metrics_url_is_a_usage_error(tmp_path):
     res = run_diagnose("attach", "1", "--duration", "1", "--out", str(tmp_path), "--metrics", "file:///etc/passwd")
-    assert res.returncode == 2 and "--metrics expects http(s)://HOST:PORT/metrics" in res.stderr
+    assert res.returncode == 2 and "--metrics expects http(s)://HOST[:PORT][/path] or :PORT[/path]" in res.stderr
     assert not list(tmp_path.iterdir())

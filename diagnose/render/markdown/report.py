@@ -130,7 +130,9 @@ class MarkdownRenderer(Renderer):
         out = ["## Findings", ""]
         if not a.findings:
             return out + ["No rule fired.", ""]
-        ordered = sorted(a.findings, key=lambda f: (f.quadrant is None, SEVERITY_ORDER[f.severity], -f.confidence))
+        # severity, then confidence: a confident critical finding is never cut behind a weak one
+        # (quadrant-less findings, e.g. engine.*, only break ties)
+        ordered = sorted(a.findings, key=lambda f: (SEVERITY_ORDER[f.severity], -f.confidence, f.quadrant is None))
         left = []
         for i, f in enumerate(ordered):
             block = _finding_block(f)

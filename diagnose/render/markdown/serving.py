@@ -53,6 +53,14 @@ def serving_rows(details: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def serving_lines(details: dict[str, Any]) -> list[str]:
+    """The serving rows as plain terminal lines (``analyze`` and ``attach`` print them after the
+    account): a heading, then ``  LABEL: VALUE``; none without ``--metrics`` scrapes."""
+    rows = serving_rows(details)
+    return (["serving engine /metrics (see report.md for sources):"] if rows else []) + \
+        [f"  {label}: {value}" for label, value, _src in rows]
+
+
 def serving_notes(details: dict[str, Any]) -> list[str]:
     """The definitions line, and what the scrapes left out (failed scrapes, malformed lines)."""
     s = details.get("serving") or {}

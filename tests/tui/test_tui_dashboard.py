@@ -207,3 +207,27 @@ def test_history_survives_a_clock_jump_without_walking_the_gap():
     buckets.add(1.0, 10.0)
     buckets.add(1e12, 20.0)  # a jump of ~30,000 years: one bucket kept, not 1e12 appended
     assert buckets.snapshot().values == (20.0,)
+
+
+def test_service_panel_shows_the_engine_while_no_span_arrives(tmp_path):
+    """``--metrics`` scrapes flow, no span does: the panel showed only "no spans yet"; it shows the
+    engine's running / waiting and KV cache (newest scrape), TTFT and the queue share (the vLLM
+    recording of fixtures/serving-metrics, read through the feed's bounded tail)."""
+    from types import SimpleNamespace
+
+    from diagnose.bundle.streams import SERVING
+    from diagnose.tui.live.feed import LiveFeed
+    from serving_sim import recording
+
+    records, _ = recording("vllm")
+    (tmp_path / SERVING.name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    feed = LiveFeed(SimpleNamespace(capture=SimpleNamespace(bundle_path=tmp_path)))  # type: ignore[arg-type]
+    feed.drain()
+    feed.close()
+    vm = service_panel(None, {}, None, feed.engine.snapshot())
+    lines = {ln.label: ln.value for ln in vm.lines}
+    # the recording's last scrape: running 6, waiting 4, KV 0.98; its window: TTFT P50 62.5 ms, queue 40%
+    assert lines == {"running / waiting": "6 / 4", "KV cache": "98%", "TTFT P50 / P99": "62 / 242 ms",
+                     "queue share": "40%"}, lines
+    assert vm.note.startswith("no spans yet: serving engine /metrics (4 scrapes")
+    assert service_panel(None, {}).note.startswith("no spans yet: ")  # without scrapes: as before

@@ -15,6 +15,7 @@ from typing import Any
 from diagnose.model import Analysis, Quadrant, Signal
 from diagnose.render.account import account_rows_of
 from diagnose.tui.live.adapt_gpu import GPU_COLLECTORS, GPU_METRICS, first_reason, gpu_panel, trend
+from diagnose.tui.live.engine import EngineSnapshot
 from diagnose.tui.live.frames import FrameWindow, window_frames
 from diagnose.tui.live.series import Buckets, CpuSnapshot, RequestSnapshot
 from diagnose.tui.results.adapt import verdict_vm
@@ -122,16 +123,43 @@ def _live_lines(requests: RequestSnapshot, trends: dict[str, Trend]) -> list[Met
             MetricLine("P99", fmt_value(max(lat), "ms") if lat else "-", trends["spans.p99_ms"])]
 
 
+def engine_lines(engine: EngineSnapshot) -> list[MetricLine]:
+    """The serving engine's newest figures: running / waiting and KV-cache usage (newest scrape),
+    TTFT P50 / P99 and the queue share (over the last scrapes); only what the engine exposes."""
+    from diagnose.signals.serving import queue_share
+
+    g, out = engine.latest.gauges, []
+    if "running" in g or "waiting" in g:
+        out.append(MetricLine("running / waiting", " / ".join(
+            f"{g[k].mean:.0f}" if k in g else "-" for k in ("running", "waiting"))))
+    if "kv_usage" in g:
+        out.append(MetricLine("KV cache", f"{g['kv_usage'].mean:.0f}%"))
+    ttft = engine.recent.histograms.get("ttft")
+    if ttft is not None and ttft.count and ttft.p50_s is not None:
+        p99 = f"{ttft.p99_s * 1e3:.0f}" if ttft.p99_s is not None else "-"
+        out.append(MetricLine("TTFT P50 / P99", f"{ttft.p50_s * 1e3:.0f} / {p99} ms"))
+    share = queue_share(engine.recent)
+    if share is not None:
+        out.append(MetricLine("queue share", f"{share[0]:.0f}%"))
+    return out
+
+
 def service_panel(a: Analysis | None, manifest: dict[str, Any],
-                  requests: RequestSnapshot | None = None) -> PanelVM:
+                  requests: RequestSnapshot | None = None, engine: EngineSnapshot | None = None) -> PanelVM:
     """Request rate and P99 over time (``requests``: root spans as they arrive), the span/LLM
-    figures of the capture so far, and the stages' shares of request time."""
+    figures of the capture so far, and the stages' shares of request time; with no span yet and
+    ``engine`` scrapes (``--metrics``), the engine's newest figures (engine_lines)."""
     signals = a.signals if a is not None else {}
     trends = request_trends(requests)
     has_signals = any(s.known for n, s in signals.items() if n.startswith(("spans.", "llm.")))
     if not has_signals and requests is not None and trends:
         return PanelVM("Service", tuple(_live_lines(requests, trends)),
                        f"{requests.requests} requests so far; the figures of the capture follow its analysis")
+    shown = engine_lines(engine) if engine is not None and not has_signals else []
+    if shown and engine is not None:
+        window = engine.recent.window_s
+        return PanelVM("Service", tuple(shown), f"no spans yet: serving engine /metrics ({engine.scrapes} scrapes; "
+                       f"TTFT and queue share over the last {window:.0f} s)")
     if not has_signals:
         fallback = (collectors_reason(manifest, SPAN_COLLECTORS, "span")
                     + "; start the service under `diagnose run` or send OTLP spans")
@@ -182,10 +210,11 @@ def live_view(a: Analysis | None, manifest: dict[str, Any], cpu: CpuSnapshot,
               history: dict[str, Buckets], analysed_s: float | None,
               error: str | None = None, *, elapsed_s: float | None = None,
               first_verdict_s: float = 0.0, frames: FrameWindow | None = None,
-              requests: RequestSnapshot | None = None) -> LiveVM:
+              requests: RequestSnapshot | None = None, engine: EngineSnapshot | None = None) -> LiveVM:
     """``analysed_s``: seconds of capture the analysis covers; ``error``: why it failed, if it did;
     ``elapsed_s``: seconds captured so far; ``first_verdict_s``: seconds of data the first verdict
-    needs (the first py-spy window); ``requests``: the request series from the spans. Until the
+    needs (the first py-spy window); ``requests``: the request series from the spans; ``engine``:
+    the serving engine's newest scrapes (shown while no span has arrived). Until the
     analysis covers that much, an UNKNOWN verdict is
     shown as "collecting: first verdict in N s"."""
     verdict = verdict_vm(a.verdict, provisional=True) if a is not None else None
@@ -199,4 +228,4 @@ def live_view(a: Analysis | None, manifest: dict[str, Any], cpu: CpuSnapshot,
     else:
         note = f"provisional, from the first {analysed_s:.0f} s of data"
     return LiveVM(cpu_panel(cpu, a, frames), gpu_view(a, manifest, history),
-                  service_panel(a, manifest, requests), verdict, note, account_panel(a))
+                  service_panel(a, manifest, requests, engine), verdict, note, account_panel(a))

@@ -16,18 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.bundle.streams import PROCESS, SPANS, THREADS
+from diagnose.bundle.streams import PROCESS, SERVING, SPANS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
 from diagnose.tui.live.adapt import header_view, live_view
 from diagnose.tui.live.adapt_gpu import gpu_history_values
 from diagnose.tui.live.background_analysis import AnalysisFailed, BackgroundAnalyser
+from diagnose.tui.live.engine import EngineSeries
 from diagnose.tui.live.frames import FrameWindow, window_frames
 from diagnose.tui.live.series import ProcessSeries, RequestSeries, SignalHistory
 from diagnose.tui.live.tail import JsonlTail
 from diagnose.tui.viewmodels import LiveHeaderVM, LiveVM
 
 STOPPED_FROM_TUI = "stopped from the TUI"
+SERVING_BYTES_PER_READ = 4 << 20  # a few scrape records per poll (the collector writes one a second)
 SPANS_BYTES_PER_READ = 2 << 20  # ~5k spans per poll (2 polls/s): a span flood is read over several
 
 
@@ -130,11 +132,13 @@ class LiveFeed:
         self.cpu = ProcessSeries()
         self.history = SignalHistory()
         self.requests = RequestSeries()
+        self.engine = EngineSeries()
         self.stats = FeedStats()
         self._frames: FrameWindow | None = None
         self._process: JsonlTail | None = None
         self._names: JsonlTail | None = None
         self._spans: JsonlTail | None = None
+        self._serving: JsonlTail | None = None
         self._analysis: Analysis | None = None
         self._manifest: dict[str, Any] = {}
         self._analysed_s: float | None = None
@@ -155,14 +159,17 @@ class LiveFeed:
         path = self.bundle_path
         if path is None:
             return 0
-        if self._process is None or self._names is None or self._spans is None:
+        if self._process is None or self._names is None or self._spans is None or self._serving is None:
             self._process, self._names = JsonlTail(path / PROCESS.name), JsonlTail(path / THREADS.name)
             self._spans = JsonlTail(path / SPANS.name, SPANS_BYTES_PER_READ)
+            self._serving = JsonlTail(path / SERVING.name, SERVING_BYTES_PER_READ)
         for rec in self._names.read():
             self.cpu.add_name(rec)
         now_ns = time.time_ns()
         for rec in self._spans.read():
             self.requests.add(rec, now_ns)
+        for rec in self._serving.read():
+            self.engine.add(rec)
         n = 0
         for rec in self._process.read():
             self.cpu.add(rec)
@@ -209,7 +216,7 @@ class LiveFeed:
         return live_view(self._analysis, self._manifest, self.cpu.snapshot(), self.history.snapshot(),
                          self._analysed_s, self._error, elapsed_s=p.elapsed_s if p is not None else 0.0,
                          first_verdict_s=self.session.capture.options.pyspy_window_s, frames=self._frames,
-                         requests=self.requests.snapshot())
+                         requests=self.requests.snapshot(), engine=self.engine.snapshot())
 
 
 def history_values(a: Analysis) -> dict[str, float]:

@@ -51,8 +51,12 @@ GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL l
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
 UNBATCHED_MIN_IN_FLIGHT = 4.0
 QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, before it counts as a queue
+# An event loop is one thread standing for all its in-flight requests (at least UNBATCHED_MIN_IN_FLIGHT
+# when _unbatched holds): awaiting for this share of the model's busy time is the queue.
+AWAITED_MIN = 0.5
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
+_QUEUE_GETS = frozenset({"Queue.get", "SimpleQueue.get", "LifoQueue.get", "PriorityQueue.get"})
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
 NOT_WORK = frozenset({"idle.work", STOPPED})  # what other threads' waits are never attributed to
 
@@ -88,13 +92,16 @@ def _event_loop(frames: tuple[Frame, ...]) -> bool:
 
 
 def _in_work_loop(frames: tuple[Frame, ...]) -> bool:
-    """The wait sits directly in a pool's work loop (only threading/queue frames below it)."""
+    """The wait sits directly in a pool's work loop (only threading/queue frames below it), or in
+    a thread's own target taking the next item off its queue (a consumer loop: ``Thread.run`` ->
+    target -> ``Queue.get``, nothing but threading/queue frames below the target)."""
     for depth in range(len(frames) - 1, -1, -1):
         fr = frames[depth]
         if any(p.search(f"{fr.function} ({fr.file})") for p in _WORK_LOOPS):
             return True
-        if not _SYNC.search(fr.file):
-            return False
+        if not _SYNC.search(fr.file):  # frames are root first: frames[depth + 1:] were all queue/threading ones
+            return depth > 0 and frames[depth - 1].function == "Thread.run" \
+                and any(f.function in _QUEUE_GETS for f in frames[depth + 1:])
     return False
 
 
@@ -356,6 +363,14 @@ def _unbatched(signals: dict[str, Signal]) -> bool:
         and in_flight >= UNBATCHED_MIN_IN_FLIGHT
 
 
+def _queued(wait: str, waited_s: float, model_s: float) -> bool:
+    """Waits behind model work that make a queue: handler threads (``handoff``) in QUEUED_MIN worker
+    equivalents, or an event loop (``await``: one thread for all its requests) AWAITED_MIN of it."""
+    if wait == "handoff":
+        return waited_s >= QUEUED_MIN * model_s
+    return wait == "await" and waited_s >= AWAITED_MIN * model_s
+
+
 def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None:
     """The thread-time account, or None without py-spy stacks on the Unix clock."""
     pieces, dropped = _pieces(bundle)
@@ -378,7 +393,7 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
         target = KINDS[kind]
         what = {"lock": "lock waits", "handoff": "waits on other threads (queue, event, result)",
                 "await": "an event loop awaiting with requests in flight"}[wait]
-        if wait == "handoff" and kind == "cpu.compute" and unbatched and s >= QUEUED_MIN * own.get("cpu.compute", 0.0):
+        if kind == "cpu.compute" and unbatched and _queued(wait, s, own.get("cpu.compute", 0.0)):
             k, key, label = UNBATCHED, UNBATCHED.kind, UNBATCHED.label
         else:
             key = f"{wait}>{kind}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -62,7 +63,7 @@ class Service:
             st = Streamer(64)
             return _rows_fn(lambda x: st(x).unsqueeze(1))
         mlp = {"service": lambda: Mlp(256, 128, 10), "compute": lambda: Mlp(1024, 2048, 1024, depth=2),
-               "unbatched": lambda: Mlp(1024, 4096, 10, depth=2), "io": lambda: Mlp(256, 128, 10),
+               "unbatched": lambda: Mlp(1024, 2048, 10, depth=2), "io": lambda: Mlp(256, 128, 10),
                "healthy": lambda: Mlp(256, 256, 10)}[name]().eval()
         return _rows_fn(lambda x: torch.cat(mlp(x), dim=1))
 
@@ -239,7 +240,11 @@ def main(argv: list[str] | None = None) -> None:
     if sc.upstream and not args.upstream:
         ap.error(f"scenario {sc.name} needs --upstream URL (python -m diagnose.demo.upstream prints one)")
     asyncio.run(serve(sc, args.host, args.port, args.upstream))
-    sys.exit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Server, sessions and worker are closed: leave now. Finalizing torch's modules takes seconds on a
+    # loaded host, and `diagnose demo` promises every child gone within 2 s of the capture's end.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ class ModelWorker:
 
     def __init__(self, fn: Callable[[list[Any]], list[Any]], max_batch: int, loop: asyncio.AbstractEventLoop):
         self.fn, self.max_batch, self.loop = fn, max(1, max_batch), loop
-        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="model-worker", daemon=True)
         self.thread.start()
 

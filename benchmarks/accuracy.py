@@ -26,7 +26,7 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "bandwidth": ("bandwidth", "model"),
     "io": ("io", "system"),
     "unbatched": ("service", "service"),
-    "llm": ("compute", "model"),
+    "llm": ("bandwidth", "model"),
     "healthy": ("no-load", None),
 }
 

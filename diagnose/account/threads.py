@@ -54,6 +54,10 @@ QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, bef
 # An event loop is one thread standing for all its in-flight requests (at least UNBATCHED_MIN_IN_FLIGHT
 # when _unbatched holds): awaiting for this share of the model's busy time is the queue.
 AWAITED_MIN = 0.5
+# Below this many FLOPs per byte moved no CPU is compute-bound: a server core's FP32 FMA peak (tens of
+# GFLOP/s) over its share of DRAM bandwidth (a few to ~20 GB/s) puts every x86/ARM ridge point above
+# ~2 FLOP/byte. Elementwise ops and copies sit near 0.1, batch-1 matrix-vector products at ~0.5.
+CPU_MEMORY_BOUND_FLOP_PER_BYTE = 1.0
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
 _QUEUE_GETS = frozenset({"Queue.get", "SimpleQueue.get", "LifoQueue.get", "PriorityQueue.get"})
@@ -363,6 +367,16 @@ def _unbatched(signals: dict[str, Signal]) -> bool:
         and in_flight >= UNBATCHED_MIN_IN_FLIGHT
 
 
+def _model_kinds(signals: dict[str, Signal]) -> dict[str, TermKind]:
+    """``{"cpu.compute": cpu.memory}`` when a CPU-only torch trace (no GPU kernel groups) measured
+    the ops' arithmetic intensity below CPU_MEMORY_BOUND_FLOP_PER_BYTE: their time is memory traffic."""
+    intensity = _value(signals, "kernels.intensity_flop_per_byte")
+    on_gpu = _value(signals, "kernels.group_share_pct[compute]") is not None
+    if intensity is None or on_gpu or intensity >= CPU_MEMORY_BOUND_FLOP_PER_BYTE:
+        return {}
+    return {"cpu.compute": KINDS["cpu.memory"]}
+
+
 def _queued(wait: str, waited_s: float, model_s: float) -> bool:
     """Waits behind model work that make a queue: handler threads (``handoff``) in QUEUED_MIN worker
     equivalents, or an event loop (``await``: one thread for all its requests) AWAITED_MIN of it."""
@@ -384,13 +398,14 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
     threads = len({p.tid for p in kept})
     left_out = len({p.tid for p in pieces}) - threads
     terms: list[AccountTerm] = []
+    kinds = _model_kinds(signals)
     for kind, s in own.items():
-        k = KINDS[kind]
-        terms.append(_term(k, kind, k.label, s, total, f"{s:.2f} of {total:.2f} thread-s"))
+        k = kinds.get(kind, KINDS[kind])
+        terms.append(_term(k, k.kind, k.label, s, total, f"{s:.2f} of {total:.2f} thread-s"))
     unbatched = _unbatched(signals)
     merged: dict[str, tuple[TermKind, str, float, str]] = {}
     for (wait, kind), s in attributed.items():
-        target = KINDS[kind]
+        target = kinds.get(kind, KINDS[kind])
         what = {"lock": "lock waits", "handoff": "waits on other threads (queue, event, result)",
                 "await": "an event loop awaiting with requests in flight"}[wait]
         if kind == "cpu.compute" and unbatched and _queued(wait, s, own.get("cpu.compute", 0.0)):

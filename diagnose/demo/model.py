@@ -117,7 +117,7 @@ class TinyCausalLM(nn.Module):
     width ``d``. ``generate`` runs the prompt once (prefill, filling the KV cache) and then one
     token per step (decode, attending over the cache), greedy."""
 
-    def __init__(self, d: int = 256, layers: int = 4, heads: int = 4, max_len: int = 1024, seed: int = 0):
+    def __init__(self, d: int = 128, layers: int = 2, heads: int = 4, max_len: int = 512, seed: int = 0):
         super().__init__()
         torch.manual_seed(seed)
         self.tok = nn.Embedding(len(VOCAB), d)

@@ -26,15 +26,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("service", "a serial pure-Python tokenizer and single-threaded JSON serialization of large "
              "payloads on the event loop, in front of one model worker queue", 60, 16, 1, 8),
     Scenario("compute", "large batched matmuls (a 1024-2048-2048-1024 MLP over 16 rows a request, "
-             "batches of up to 16 requests) saturate the cores", 40, 16, 2, 16),
+             "batches of up to 16 requests) saturate the cores", 20, 16, 1, 16),
     Scenario("bandwidth", "memory-streaming tensor ops with little arithmetic: a residual update over a "
-             "64 MiB state per batch (add, scale, copy), far bigger than any cache", 40, 16, 2, 8),
+             "64 MiB state per batch (add, scale, copy), far bigger than any cache", 40, 16, 1, 8),
     Scenario("io", "each request waits on a slow upstream HTTP service (limited to 2 requests at a time) "
              "through a connection pool of 2", 60, 32, 1, 8, upstream=True),
     Scenario("unbatched", "one model worker runs batch-1 forwards of a wide MLP under many concurrent "
              "clients: requests queue behind it", 70, 32, 1, 1),
     Scenario("llm", "a small causal LM (random weights) generating token by token with a KV cache, "
-             "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 3, 8, 2, 1, stream=True),
+             "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 2.5, 8, 1, 1, stream=True),
     Scenario("healthy", "well batched, fast serialization, offered well below capacity: nothing dominates",
              15, 8, 1, 16),
 )}

@@ -162,7 +162,7 @@ class Service:
             self.tracer.start_span("llm.prefill", start_time=job.start_ns,
                                    attributes={"gen_ai.usage.input_tokens": len(prompt)}).end(end_time=times[0])
             self.tracer.start_span("llm.decode", start_time=times[0],
-                                   attributes={"gen_ai.usage.output_tokens": n}).end(end_time=times[-1])
+                                   attributes={"decode.steps": n - 1}).end(end_time=times[-1])
             root.add_event("first_token", timestamp=times[0])
             ttft_s = (times[0] - job.enqueued_ns) / 1e9
             tpot_s = (times[-1] - times[0]) / 1e9 / (n - 1) if n > 1 else 0.0

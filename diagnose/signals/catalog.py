@@ -260,6 +260,10 @@ _SPANS: tuple[SignalSpec, ...] = (
     *(_tl(f"llm.{m}_{q}_ms", "ms", H, f"{SPANS}, gen_ai attributes / first-token events: {q.upper()} of {m.upper()} "
           f"({'time to first token' if m == 'ttft' else 'time per output token'})")
       for m in ("ttft", "tpot") for q in ("p50", "p99")),
+    _tl("llm.ttft_share_pct", "%", N, f"{SPANS}, gen_ai TTFT: share of generation time before the first token "
+        "(queue + prefill)"),
+    _tl("llm.decode_share_pct", "%", N, f"{SPANS}, gen_ai TTFT: share of generation time after the first token "
+        "(decode)"),
     _tl("llm.output_tokens_per_s", "tokens/s", L,
         f"{SPANS}, gen_ai.usage.output_tokens: TPS, output tokens per second"),
 )

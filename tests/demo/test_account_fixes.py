@@ -3,6 +3,7 @@ for work (not on another thread), and an event loop awaiting an unbatched model 
 from __future__ import annotations
 
 from diagnose.account.threads import AWAITED_MIN, QUEUED_MIN, _in_work_loop, _queued
+from diagnose.model import Quadrant
 from diagnose.signals.stacks import Frame
 
 ROOT = (Frame("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002),
@@ -31,3 +32,35 @@ def test_an_event_loop_awaiting_half_the_model_time_is_a_queue_handler_threads_n
     assert _queued("await", AWAITED_MIN * 10, 10) and not _queued("await", AWAITED_MIN * 10 - 0.1, 10)
     assert _queued("handoff", QUEUED_MIN * 10, 10) and not _queued("handoff", AWAITED_MIN * 10, 10)
     assert not _queued("lock", 100, 10)
+
+
+def test_cpu_torch_ops_below_one_flop_per_byte_are_bandwidth_not_compute():
+    from diagnose.account.threads import CPU_MEMORY_BOUND_FLOP_PER_BYTE, _model_kinds
+    from diagnose.model import Quadrant, Signal
+
+    def sig(v, gpu=None):
+        return {"kernels.intensity_flop_per_byte": Signal("kernels.intensity_flop_per_byte", v, "FLOP/byte", "t"),
+                "kernels.group_share_pct[compute]": Signal("kernels.group_share_pct[compute]", gpu, "%", "t")}
+
+    assert _model_kinds(sig(0.12))["cpu.compute"].quadrant == Quadrant.BANDWIDTH  # elementwise adds and copies
+    assert _model_kinds(sig(CPU_MEMORY_BOUND_FLOP_PER_BYTE)) == {}  # at the bound: compute, as before
+    assert _model_kinds(sig(40.0)) == {}  # batched matmuls
+    assert _model_kinds(sig(0.12, gpu=70.0)) == {}  # a GPU kernel timeline: its own account decides
+    assert _model_kinds({}) == {}  # no torch trace: unchanged
+
+
+def test_the_llm_verdict_names_the_phase_that_leads():
+    from diagnose.model import Layer, Verdict
+    from diagnose.verdict.llm_phases import with_llm_phases
+
+    v = Verdict(Quadrant.BANDWIDTH, Layer.MODEL, {}, 0.7, "bandwidth-bound: act on the model layer first.")
+    llm = {"phases": {"generation_s": 5.0, "ttft_share_pct": 25.0, "decode_share_pct": 75.0},
+           "ttft": {"p50_ms": 20.0, "p99_ms": 80.0}, "tpot": {"p50_ms": 6.5, "p99_ms": 9.0}}
+    head = with_llm_phases(v, llm).headline
+    assert "prefill (with its queue) 25%" in head and "decode 75% (TPOT P50 6.5 ms" in head
+    assert "decode leads" in head
+    first = {**llm, "phases": {"generation_s": 5.0, "ttft_share_pct": 70.0, "decode_share_pct": 30.0}}
+    assert "time to first token leads" in with_llm_phases(v, first).headline
+    assert with_llm_phases(v, {"phases": None}) is v and with_llm_phases(v, None) is v
+    unknown = Verdict(Quadrant.UNKNOWN, None, {}, 0.0, "No verdict.")
+    assert with_llm_phases(unknown, llm) is unknown

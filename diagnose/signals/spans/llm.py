@@ -49,10 +49,13 @@ def tpot_ns(span: Span, ttft: int | None) -> float | None:
 
 def llm_summary(spans: list[Span], window_s: float | None, scale: float = 1.0) -> dict[str, Any]:
     """TTFT/TPOT percentiles (ms) and output tokens per second over the window; ``scale``: N when
-    the spans are a 1-in-N sample of traces (the tokens are the sample's times N)."""
+    the spans are a 1-in-N sample of traces (the tokens are the sample's times N). ``phases``: the
+    generations' time split at their first token: before it (queue + prefill, ``ttft_share_pct``)
+    and after it (decode, ``decode_share_pct``), % of ``generation_s``; None without TTFT."""
     ttft: list[int] = []
     tpot: list[float] = []
     tokens = 0.0
+    first_ns = decode_ns = 0
     for s in spans:
         t = ttft_ns(s)
         p = tpot_ns(s, t)
@@ -61,6 +64,9 @@ def llm_summary(spans: list[Span], window_s: float | None, scale: float = 1.0) -
             continue
         if t is not None:
             ttft.append(t)
+            if t <= s.dur_ns:  # a generation: up to its first token (queue + prefill), then decode
+                first_ns += t
+                decode_ns += s.dur_ns - t
         if p is not None:
             tpot.append(p)
         tokens += (n or 0.0) * scale
@@ -71,8 +77,11 @@ def llm_summary(spans: list[Span], window_s: float | None, scale: float = 1.0) -
         p50, p90, p99 = np.percentile(np.array(values, float), [50, 90, 99]) / 1e6
         return {"count": len(values), "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
 
+    gen = first_ns + decode_ns
+    phases = {"generation_s": gen / 1e9, "ttft_share_pct": 100.0 * first_ns / gen,
+              "decode_share_pct": 100.0 * decode_ns / gen} if gen > 0 else None
     return {"ttft": pct(ttft), "tpot": pct(tpot), "output_tokens": tokens,
-            "output_tokens_per_s": tokens / window_s if tokens and window_s else None}
+            "output_tokens_per_s": tokens / window_s if tokens and window_s else None, "phases": phases}
 
 
 __all__ = ["llm_summary", "tpot_ns", "ttft_ns"]

@@ -54,10 +54,9 @@ QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, bef
 # An event loop is one thread standing for all its in-flight requests (at least UNBATCHED_MIN_IN_FLIGHT
 # when _unbatched holds): awaiting for this share of the model's busy time is the queue.
 AWAITED_MIN = 0.5
-# Below this many FLOPs per byte moved no CPU is compute-bound: a server core's FP32 FMA peak (tens of
-# GFLOP/s) over its share of DRAM bandwidth (a few to ~20 GB/s) puts every x86/ARM ridge point above
-# ~2 FLOP/byte. Elementwise ops and copies sit near 0.1, batch-1 matrix-vector products at ~0.5.
-CPU_MEMORY_BOUND_FLOP_PER_BYTE = 1.0
+# Profiled op time (calls with FLOPs) below LOW_INTENSITY_FLOP_PER_BYTE (traces/roofline.py: memory-bound
+# on any CPU) at least this share: the model's CPU time is memory traffic, not arithmetic.
+CPU_MEMORY_BOUND_TIME_PCT = 50.0
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
 _QUEUE_GETS = frozenset({"Queue.get", "SimpleQueue.get", "LifoQueue.get", "PriorityQueue.get"})
@@ -368,11 +367,11 @@ def _unbatched(signals: dict[str, Signal]) -> bool:
 
 
 def _model_kinds(signals: dict[str, Signal]) -> dict[str, TermKind]:
-    """``{"cpu.compute": cpu.memory}`` when a CPU-only torch trace (no GPU kernel groups) measured
-    the ops' arithmetic intensity below CPU_MEMORY_BOUND_FLOP_PER_BYTE: their time is memory traffic."""
-    intensity = _value(signals, "kernels.intensity_flop_per_byte")
+    """``{"cpu.compute": cpu.memory}`` when a CPU-only torch trace (no GPU kernel groups) spent at
+    least CPU_MEMORY_BOUND_TIME_PCT of its op time in calls of low arithmetic intensity."""
+    low = _value(signals, "kernels.low_intensity_time_pct")
     on_gpu = _value(signals, "kernels.group_share_pct[compute]") is not None
-    if intensity is None or on_gpu or intensity >= CPU_MEMORY_BOUND_FLOP_PER_BYTE:
+    if low is None or on_gpu or low < CPU_MEMORY_BOUND_TIME_PCT:
         return {}
     return {"cpu.compute": KINDS["cpu.memory"]}
 

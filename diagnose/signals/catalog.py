@@ -222,6 +222,9 @@ _TIMELINE_GPU: tuple[SignalSpec, ...] = (
         f"{TORCH} (record_shapes): FLOPs of ops with float32/float64 inputs, of FLOPs of known precision"),
     _tl("kernels.intensity_flop_per_byte", "FLOP/byte", N,
         f"{TORCH} (record_shapes): arithmetic intensity, FLOPs / bytes read+written (upper bound)"),
+    _tl("kernels.low_intensity_time_pct", "%", N,
+        f"{TORCH} (record_shapes): time of op calls below 1 FLOP/byte (memory-bound on any CPU), of op calls "
+        "with FLOPs"),
     _tl("kernels.intensity_to_ridge_ratio", "x", N,
         f"{TORCH}: arithmetic intensity / roofline ridge of rules/gpu_specs.py (< 1: below the ridge)"),
 )

@@ -34,18 +34,17 @@ def test_an_event_loop_awaiting_half_the_model_time_is_a_queue_handler_threads_n
     assert not _queued("lock", 100, 10)
 
 
-def test_cpu_torch_ops_below_one_flop_per_byte_are_bandwidth_not_compute():
-    from diagnose.account.threads import CPU_MEMORY_BOUND_FLOP_PER_BYTE, _model_kinds
-    from diagnose.model import Quadrant, Signal
+def test_cpu_op_time_mostly_below_one_flop_per_byte_is_bandwidth_not_compute():
+    from diagnose.account.threads import CPU_MEMORY_BOUND_TIME_PCT, _model_kinds
+    from diagnose.model import Signal
 
     def sig(v, gpu=None):
-        return {"kernels.intensity_flop_per_byte": Signal("kernels.intensity_flop_per_byte", v, "FLOP/byte", "t"),
+        return {"kernels.low_intensity_time_pct": Signal("kernels.low_intensity_time_pct", v, "%", "t"),
                 "kernels.group_share_pct[compute]": Signal("kernels.group_share_pct[compute]", gpu, "%", "t")}
 
-    assert _model_kinds(sig(0.12))["cpu.compute"].quadrant == Quadrant.BANDWIDTH  # elementwise adds and copies
-    assert _model_kinds(sig(CPU_MEMORY_BOUND_FLOP_PER_BYTE)) == {}  # at the bound: compute, as before
-    assert _model_kinds(sig(40.0)) == {}  # batched matmuls
-    assert _model_kinds(sig(0.12, gpu=70.0)) == {}  # a GPU kernel timeline: its own account decides
+    assert _model_kinds(sig(95.0))["cpu.compute"].quadrant == Quadrant.BANDWIDTH  # elementwise adds, batch-1 decode
+    assert _model_kinds(sig(CPU_MEMORY_BOUND_TIME_PCT - 1)) == {}  # mostly batched matmuls: compute, as before
+    assert _model_kinds(sig(95.0, gpu=70.0)) == {}  # a GPU kernel timeline: its own account decides
     assert _model_kinds({}) == {}  # no torch trace: unchanged
 
 

@@ -70,13 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--scenario", action="append", choices=sorted(EXPECTED))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", type=Path, help="keep each scenario's bundle under this directory")
     args = ap.parse_args(argv)
     rows = []
     print(f"{'scenario':10} {'expected':22} {'got':22} {'conf':>5} {'verdict after':>13} {'stop':>5} "
           f"{'client P99':>10} {'span P99':>9}")
     for name in args.scenario or list(EXPECTED):
-        with tempfile.TemporaryDirectory(prefix=f"accuracy-{name}-") as tmp:
-            row = run_one(name, args.duration, Path(tmp))
+        if args.keep:
+            (args.keep / name).mkdir(parents=True, exist_ok=True)
+            row = run_one(name, args.duration, args.keep / name)
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"accuracy-{name}-") as tmp:
+                row = run_one(name, args.duration, Path(tmp))
         rows.append(row)
         exp = "/".join(str(x) for x in row["expected"])
         if "error" in row:

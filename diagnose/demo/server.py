@@ -63,7 +63,7 @@ class Service:
             st = Streamer(64)
             return _rows_fn(lambda x: st(x).unsqueeze(1))
         mlp = {"service": lambda: Mlp(256, 128, 10), "compute": lambda: Mlp(1024, 2048, 1024, depth=2),
-               "unbatched": lambda: Mlp(1024, 2048, 10, depth=2), "io": lambda: Mlp(256, 128, 10),
+               "unbatched": lambda: Mlp(1024, 4096, 10, depth=2), "io": lambda: Mlp(256, 128, 10),
                "healthy": lambda: Mlp(256, 256, 10)}[name]().eval()
         return _rows_fn(lambda x: torch.cat(mlp(x), dim=1))
 

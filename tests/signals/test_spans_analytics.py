@@ -188,3 +188,16 @@ def test_generation_time_splits_at_the_first_token_into_prefill_and_decode():
     sig = llm_signals(llm)
     assert sig["llm.decode_share_pct"].value == pytest.approx(80.0) and sig["llm.decode_share_pct"].unit == "%"
     assert llm_summary([Span("t" * 32, "x" * 16, None, "get", "server", 0, 10, "ok", {}, ())], 1.0)["phases"] is None
+
+
+def test_stage_union_of_few_intervals_matches_the_numpy_merge():
+    import random
+
+    from diagnose.signals.spans.analytics import SMALL_UNION, _union
+
+    rng = random.Random(7)
+    for _ in range(300):
+        iv = [(a, a + rng.randint(-5, 50)) for a in (rng.randint(0, 200) for _ in range(rng.randint(1, 12)))]
+        big = iv * (SMALL_UNION // len(iv) + 1)  # the same union through the numpy path
+        assert len(big) > SMALL_UNION and _union(iv) == _union(big)
+    assert _union([(0, 10), (5, 20), (30, 40)]) == 30 and _union([(10, 5)]) == 0

@@ -34,7 +34,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("unbatched", "one model worker runs batch-1 forwards of a wide MLP (1024-4096-4096-10, ~40 ms "
              "each) under many concurrent clients: requests queue behind it", 40, 32, 1, 1),
     Scenario("llm", "a small causal LM (random weights) generating token by token with a KV cache, "
-             "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 2.5, 8, 1, 1, stream=True),
+             "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 4, 8, 1, 1, stream=True),
     Scenario("healthy", "well batched, fast serialization, offered well below capacity: nothing dominates",
              15, 8, 1, 16),
 )}

@@ -7,7 +7,7 @@ from typing import Any
 
 from diagnose.model import Quadrant, Verdict
 
-# One phase holding at least this share of generation time is the one to act on first.
+# One phase holding at least this share of the model's time (prefill + decode) is the one to act on first.
 PHASE_LEAD_PCT = 60.0
 
 
@@ -17,19 +17,22 @@ def phase_sentence(llm: dict[str, Any] | None) -> str | None:
     phases = (llm or {}).get("phases")
     if not phases:
         return None
-    first, decode = phases["ttft_share_pct"], phases["decode_share_pct"]
+    queue, decode = phases.get("queue_share_pct") or 0.0, phases["decode_share_pct"]
+    prefill = phases.get("prefill_share_pct", phases["ttft_share_pct"] - queue)
     ttft, tpot = (llm or {}).get("ttft") or {}, (llm or {}).get("tpot") or {}
 
     def ms(d: dict[str, Any]) -> str:
         return f"P50 {d['p50_ms']:.1f} ms, P99 {d['p99_ms']:.1f} ms" if d.get("p50_ms") is not None else "n/a"
 
+    model = prefill + decode  # the model's two phases, the queue before them apart
     lead = ("decode leads: act on the per-token step first (batch the decode steps of concurrent "
-            "requests, a KV-cache-friendly kernel, a smaller or quantized model)" if decode >= PHASE_LEAD_PCT else
-            "the time to first token leads: act on queueing and prefill first (admission, chunked prefill, "
-            "shorter prompts or a prefix cache)" if first >= PHASE_LEAD_PCT else
-            "neither phase dominates")
-    return (f"LLM generation, split at the first token: prefill (with its queue) {first:.0f}% of generation "
-            f"time (TTFT {ms(ttft)}), decode {decode:.0f}% (TPOT {ms(tpot)}); {lead}.")
+            "requests, a KV-cache-friendly kernel, a smaller or quantized model)"
+            if model > 0 and 100.0 * decode / model >= PHASE_LEAD_PCT else
+            "prefill leads: act on the prompt pass first (chunked prefill, shorter prompts or a prefix cache)"
+            if model > 0 and 100.0 * prefill / model >= PHASE_LEAD_PCT else "neither phase dominates")
+    waited = f"queue {queue:.0f}%, " if queue >= 0.5 else ""
+    return (f"LLM generation, split at the first token: {waited}prefill {prefill:.0f}% of generation time "
+            f"(TTFT {ms(ttft)}), decode {decode:.0f}% (TPOT {ms(tpot)}); {lead}.")
 
 
 def with_llm_phases(verdict: Verdict, llm: dict[str, Any] | None) -> Verdict:

@@ -53,13 +53,15 @@ def test_the_llm_verdict_names_the_phase_that_leads():
     from diagnose.verdict.llm_phases import with_llm_phases
 
     v = Verdict(Quadrant.BANDWIDTH, Layer.MODEL, {}, 0.7, "bandwidth-bound: act on the model layer first.")
-    llm = {"phases": {"generation_s": 5.0, "ttft_share_pct": 25.0, "decode_share_pct": 75.0},
+    llm = {"phases": {"generation_s": 5.0, "ttft_share_pct": 50.0, "queue_share_pct": 35.0, "prefill_share_pct": 15.0,
+                      "decode_share_pct": 50.0},
            "ttft": {"p50_ms": 20.0, "p99_ms": 80.0}, "tpot": {"p50_ms": 6.5, "p99_ms": 9.0}}
     head = with_llm_phases(v, llm).headline
-    assert "prefill (with its queue) 25%" in head and "decode 75% (TPOT P50 6.5 ms" in head
-    assert "decode leads" in head
-    first = {**llm, "phases": {"generation_s": 5.0, "ttft_share_pct": 70.0, "decode_share_pct": 30.0}}
-    assert "time to first token leads" in with_llm_phases(v, first).headline
+    assert "queue 35%, prefill 15%" in head and "decode 50% (TPOT P50 6.5 ms" in head
+    assert "decode leads" in head  # 50 of the model's 65%: the queue before them is apart
+    first = {**llm, "phases": {"generation_s": 5.0, "ttft_share_pct": 70.0, "queue_share_pct": 0.0,
+                               "prefill_share_pct": 70.0, "decode_share_pct": 30.0}}
+    assert "prefill leads" in with_llm_phases(v, first).headline and "queue" not in with_llm_phases(v, first).headline
     assert with_llm_phases(v, {"phases": None}) is v and with_llm_phases(v, None) is v
     unknown = Verdict(Quadrant.UNKNOWN, None, {}, 0.0, "No verdict.")
     assert with_llm_phases(unknown, llm) is unknown

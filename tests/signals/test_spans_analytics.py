@@ -185,6 +185,9 @@ def test_generation_time_splits_at_the_first_token_into_prefill_and_decode():
     assert llm["phases"]["ttft_share_pct"] == pytest.approx(20.0)
     assert llm["phases"]["decode_share_pct"] == pytest.approx(80.0)
     assert llm["phases"]["generation_s"] == pytest.approx(2.0)
+    queue = Span("t" * 32, "q" * 16, "s0" * 8, "queue", "internal", 0, 50_000_000, "ok", {}, ())
+    split = llm_summary([*spans, queue], 2.0)["phases"]  # 50 ms of the first 100 ms waited in a queue span
+    assert split["queue_share_pct"] == pytest.approx(2.5) and split["prefill_share_pct"] == pytest.approx(17.5)
     sig = llm_signals(llm)
     assert sig["llm.decode_share_pct"].value == pytest.approx(80.0) and sig["llm.decode_share_pct"].unit == "%"
     assert llm_summary([Span("t" * 32, "x" * 16, None, "get", "server", 0, 10, "ok", {}, ())], 1.0)["phases"] is None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 from diagnose.bundle import Bundle
-from diagnose.bundle.streams import PROCESS
+from diagnose.bundle.streams import PROCESS, SPANS
 from diagnose.model import STOPPED, Account, AccountTerm, Layer, Signal
 from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import (
@@ -31,6 +31,8 @@ from diagnose.signals.cpu import (
     window_origin_ns,
 )
 from diagnose.signals.process import accepted_connections
+from diagnose.signals.spans.analytics import parse_spans
+from diagnose.signals.spans.sampling import agent_sampling
 from diagnose.signals.stacks import Frame
 from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, thread_usage
 from diagnose.signals.timeline import AGENT_THREAD_PREFIX
@@ -88,6 +90,48 @@ def _requests_open(readings: tuple[list[int], list[int]], t_ns: int) -> bool:
     i = bisect.bisect_left(times, t_ns)
     near = [j for j in (i - 1, i) if 0 <= j < len(times) and abs(times[j] - t_ns) <= IN_FLIGHT_TOLERANCE_NS]
     return any(counts[j] > 0 for j in near)
+
+
+def _open_requests(bundle: Bundle) -> tuple[list[int], list[int]] | None:
+    """The union of the request spans' [start, end) (Unix ns) as sorted, disjoint (starts, ends), or
+    None without request spans, or when they are a sample of the traces (a sample misses requests)."""
+    def build() -> tuple[list[int], list[int]] | None:
+        if agent_sampling(bundle.manifest.get("collectors") or []) is not None:
+            return None
+        reqs = parse_spans(bundle.stream(SPANS)).requests
+        if not reqs:
+            return None
+        starts: list[int] = []
+        ends: list[int] = []
+        for lo, hi in sorted((r.span.start_ns, r.span.end_ns) for r in reqs):
+            if starts and lo <= ends[-1]:
+                ends[-1] = max(ends[-1], hi)
+            else:
+                starts.append(lo)
+                ends.append(max(lo, hi))
+        return starts, ends
+    return bundle.derived("account.open_requests", build)
+
+
+def _split_open(lo: int, hi: int, open_spans: tuple[list[int], list[int]]) -> list[tuple[int, int, str]]:
+    """[lo, hi) cut into ``await`` parts (a request open) and ``idle.work`` parts (none open)."""
+    starts, ends = open_spans
+    out: list[tuple[int, int, str]] = []
+    t = lo
+    i = bisect.bisect_right(ends, lo)  # the first union interval ending after lo
+    while t < hi and i < len(starts):
+        a, b = max(starts[i], t), min(ends[i], hi)
+        if a >= hi:
+            break
+        if a > t:
+            out.append((t, a, "idle.work"))
+        if b > a:
+            out.append((a, b, "await"))
+        t = max(t, b)
+        i += 1
+    if t < hi:
+        out.append((t, hi, "idle.work"))
+    return out
 
 
 def _event_loop(frames: tuple[Frame, ...]) -> bool:
@@ -171,6 +215,7 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
     core_wait = _core_wait(usage)
     sources = load_sources(bundle)
     in_flight = _in_flight(bundle)
+    open_spans = _open_requests(bundle)
     windows = pyspy_windows(bundle)
     names = {s.tid: s.thread for w in windows for s in (w.segments or ()) if s.thread != "?"}
     skip_agent = _agent_ran(bundle)
@@ -211,6 +256,11 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
                 dropped["io_frames_without_io_waits"] += 1
                 cat = Category.LOCK_WAIT
             kind = _kind(cat, reading)
+            if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) and open_spans is not None:
+                # request spans say when requests were open: the loop awaited them then, and waited for
+                # work the rest of the time (accepted connections count idle keep-alive ones too)
+                out.extend(_Piece(seg.tid, a, b, k) for a, b, k in _split_open(lo, hi, open_spans))
+                continue
             if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) \
                     and _requests_open(in_flight, (lo + hi) // 2):
                 # an event loop with requests in flight awaits their sockets (upstream calls, slow

@@ -65,3 +65,16 @@ def test_the_llm_verdict_names_the_phase_that_leads():
     assert with_llm_phases(v, {"phases": None}) is v and with_llm_phases(v, None) is v
     unknown = Verdict(Quadrant.UNKNOWN, None, {}, 0.0, "No verdict.")
     assert with_llm_phases(unknown, llm) is unknown
+
+
+def test_an_event_loop_awaits_only_while_a_request_span_is_open():
+    """A healthy service's loop waited in epoll with 8 idle keep-alive connections: the accepted
+    connections said "requests open" all the time and the whole wait read as IO. Spans say when."""
+    from diagnose.account.threads import _split_open
+
+    spans = ([100, 300], [150, 320])  # two requests' union: [100, 150) and [300, 320)
+    assert _split_open(0, 400, spans) == [(0, 100, "idle.work"), (100, 150, "await"), (150, 300, "idle.work"),
+                                          (300, 320, "await"), (320, 400, "idle.work")]
+    assert _split_open(120, 130, spans) == [(120, 130, "await")]
+    assert _split_open(160, 290, spans) == [(160, 290, "idle.work")]
+    assert _split_open(310, 500, spans) == [(310, 320, "await"), (320, 500, "idle.work")]

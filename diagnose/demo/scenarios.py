@@ -31,8 +31,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "64 MiB state per batch (add, scale, copy), far bigger than any cache", 40, 16, 1, 8),
     Scenario("io", "each request waits on a slow upstream HTTP service (limited to 2 requests at a time) "
              "through a connection pool of 2", 60, 32, 1, 8, upstream=True),
-    Scenario("unbatched", "one model worker runs batch-1 forwards of a wide MLP (1024-4096-4096-10, ~40 ms "
-             "each) under many concurrent clients: requests queue behind it", 40, 32, 1, 1),
+    Scenario("unbatched", "one model worker runs batch-1 forwards of a wide MLP (1024-4096-4096-10, 15-40 ms "
+             "each) under many concurrent clients: requests queue behind it", 100, 32, 1, 1),
     Scenario("llm", "a small causal LM (random weights) generating token by token with a KV cache, "
              "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 4, 8, 1, 1, stream=True),
     Scenario("healthy", "well batched, fast serialization, offered well below capacity: nothing dominates",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -251,13 +253,16 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None, overhead_budget: float = 10.0,
                 command: list[str] | None = None, thresholds: Path | None = None, exports=None,
-                metrics: str | None = None) -> int:
+                metrics: str | None = None, on_captured: Callable[[], None] | None = None,
+                on_report: Callable[[Any], None] | None = None) -> int:
     """Attach, capture, analyse, report (diagnose.pipeline.attach). Returns the exit code.
 
     The signal policy (diagnose.capture.stop) holds from here until the ``report:`` line: repeated
     signals finish the capture once; a third deliberate one aborts with 128 + its number, after
     a line naming the bundle. ``exports`` (an ExportRequest) run once the report line is out, after
-    the signal policy: a failed one is a warning; a signal then only ends a Prometheus server's hold."""
+    the signal policy: a failed one is a warning; a signal then only ends a Prometheus server's hold.
+    ``on_captured``: called once the collection ended, before the analysis; ``on_report``: called
+    with the finished attach (diagnose.pipeline.Attached)."""
     from diagnose.capture.stop import CaptureAborted, StopSignals
 
     with StopSignals() as signals:
@@ -271,16 +276,16 @@ def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: b
                                  agent_inject=inject, otlp_listen=otlp_listen,
                                  gpu_rate_hz=gpu_rate, dcgm_url=dcgm, overhead_budget_pct=overhead_budget,
                                  metrics_url=metrics)
-        request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides)
+        request = AttachRequest(pid, options, out, tuple(command or sys.argv), overrides, on_captured)
         try:
-            code, rep = _attach_and_report(request, no_tui, signals)
+            code, rep = _attach_and_report(request, no_tui, signals, on_report)
         except CaptureAborted as exc:  # its line (the bundle) is already printed
             raise click.exceptions.Exit(exc.exit_code) from None
     export_report(rep, exports)
     return code
 
 
-def _attach_and_report(request, no_tui: bool, signals):
+def _attach_and_report(request, no_tui: bool, signals, on_report: Callable[[Any], None] | None = None):
     """(exit code, Report) of one capture; its failures are one error line (click Exit)."""
     from diagnose.capture.target import TargetError
     from diagnose.pipeline import DocumentsNotWritten
@@ -310,6 +315,8 @@ def _attach_and_report(request, no_tui: bool, signals):
             click.echo(f"collector {st.name}: {st.state.value}: {st.reason}", err=True)
     if result.partial:
         click.echo(f"partial capture: {result.end_reason}", err=True)
+    if on_report is not None:
+        on_report(done)
     click.echo(f"report: {result.bundle_path / 'report.md'}")
     return (EXIT_OK if result.captured_anything else EXIT_NOTHING), done.report
 
@@ -784,14 +791,26 @@ def doctor(pid: int | None, dcgm: str | None) -> None:
     sys.exit(EXIT_OK if ok else EXIT_USAGE)
 
 
+def _scenario_names() -> list[str]:
+    from diagnose.demo.scenarios import SCENARIOS
+
+    return list(SCENARIOS)
+
+
 @main.command(epilog=EPILOG)
 @click.option("--duration", type=DURATION, default=15.0, show_default=True,
               help="Capture length in seconds.")
+@click.option("--scenario", type=click.Choice(_scenario_names()), default="service", show_default=True,
+              help="What limits the demo service (see README, \"The demo\").")
+@click.option("--qps", type=click.FloatRange(min=0.1),
+              help="Offered load (Poisson arrivals/s); default: the scenario's.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which the bundle directory is created.")
 @click.option("--no-tui", is_flag=True, help="Headless: no live progress line.")
-def demo(duration: float, out: Path, no_tui: bool) -> None:
-    """Start the bundled demo inference service under load, diagnose it, shut it down."""
+def demo(duration: float, scenario: str, qps: float | None, out: Path, no_tui: bool) -> None:
+    """Start the bundled demo service (a torch model behind aiohttp, under the agent) with an
+    open-loop load, diagnose it, stop both as the capture ends. Needs the demo extra."""
+    from diagnose.demo.report import load_line
     from diagnose.demo.runner import DemoError, running_demo
 
     check_out_dir(out)
@@ -799,11 +818,15 @@ def demo(duration: float, out: Path, no_tui: bool) -> None:
 
     restore_signal_handlers()  # SIGTERM while the demo starts must still stop its children
     try:
-        with running_demo() as service:
-            click.echo(f"demo service pid {service.pid} on {service.url}, load generator running")
-            code = run_capture(service.pid, duration, out, no_tui=no_tui,
-                               command=["diagnose", "demo", "--duration", f"{duration:g}"])
-            click.echo(f"load generator: {service.stats()}")
+        with running_demo(scenario, qps) as run:
+            click.echo(f"demo scenario {scenario}: service pid {run.pid} on {run.url} (agent preloaded), "
+                       "open-loop load running")
+            attached: list[Any] = []
+            code = run_capture(run.pid, duration, out, no_tui=no_tui, torch_window=min(10.0, duration),
+                               command=["diagnose", "demo", "--scenario", scenario, "--duration", f"{duration:g}"],
+                               on_captured=run.stop, on_report=attached.append)
+            run.stop()
+            click.echo(load_line(run, attached[0].report if attached else None))
     except DemoError as exc:
         raise fail(str(exc), EXIT_NOTHING) from None
     sys.exit(code)

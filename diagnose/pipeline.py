@@ -119,6 +119,9 @@ class AttachRequest:
     out_dir: Path
     command: tuple[str, ...] = ()
     overrides: dict[str, float] = field(default_factory=dict)
+    # called once, as soon as the capture's collection has ended (before the analysis): `diagnose demo`
+    # stops its load generator and service there, so they never compete with the analysis for cores
+    on_captured: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,15 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
     finished: list[Report] = []
     not_written: list[DocumentsNotWritten] = []
 
+    def captured() -> None:
+        if request.on_captured is not None and not called:
+            called.append(True)
+            request.on_captured()
+
+    called: list[bool] = []
+
     def finish(result: CaptureResult) -> Report:  # once, whoever asks first (view or here)
+        captured()
         if not finished:
             source = result.source()
             if source != result.bundle_path:
@@ -178,7 +189,10 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
     with AttachLock(request.pid):
         capture = Capture(target, request.options, request.out_dir, list(request.command))
         signals.bundle = lambda: capture.bundle_path
-        result, _ = view.run(capture, signals.stop, finish)
+        try:
+            result, _ = view.run(capture, signals.stop, finish)
+        finally:
+            captured()
     # Still under the stop handlers: a signal now warns, a second one aborts (naming the bundle).
     # The view's Report, or made now; raises if it cannot be written.
     signals.finishing = True

@@ -30,6 +30,10 @@ def _k(*a: object) -> TermKind:
 KINDS: dict[str, TermKind] = {k.kind: k for k in (
     # Thread-time (py-spy x /proc): on a CPU, or waiting on something the thread itself called.
     _k("cpu.compute", "model work on the CPU (torch/numpy native code)", Q.COMPUTE, L.MODEL, "compute.cpu_framework"),
+    # The same model work, when the profiled torch ops stream memory (CPU-only trace, arithmetic
+    # intensity below CPU_MEMORY_BOUND_FLOP_PER_BYTE): the kind the thread account uses for it instead.
+    _k("cpu.memory", "model work on the CPU streaming memory (torch ops of low arithmetic intensity)", Q.BANDWIDTH,
+       L.MODEL, None),
     _k("cpu.serialization", "serialization (json/pickle/protobuf)", Q.SERVICE, L.SERVICE, "service.serialization"),
     _k("cpu.tokenization", "tokenization", Q.SERVICE, L.SERVICE, "service.tokenization"),
     _k("cpu.python", "interpreted Python code", Q.SERVICE, L.SERVICE, "service.python_overhead"),
@@ -97,7 +101,8 @@ CATEGORY_KIND: dict[str, str] = {
     Category.CUDA_SYNC: "gpu.wait",
 }
 # Kinds a thread holds while running (part of it may be spent runnable, waiting for a core).
-ON_CPU = frozenset({"cpu.compute", "cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "io.copy"})
+ON_CPU = frozenset({"cpu.compute", "cpu.memory", "cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc",
+                    "io.copy"})
 # Work of a Python thread that, found asleep in a futex, may wait for the GIL: Python code, or a
 # native call (numpy/torch) that released the GIL and waits to take it back.
 GIL_WAITERS = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "cpu.compute"})

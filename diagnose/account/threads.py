@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 from diagnose.bundle import Bundle
-from diagnose.bundle.streams import PROCESS
+from diagnose.bundle.streams import PROCESS, SPANS
 from diagnose.model import STOPPED, Account, AccountTerm, Layer, Signal
 from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import (
@@ -31,6 +31,8 @@ from diagnose.signals.cpu import (
     window_origin_ns,
 )
 from diagnose.signals.process import accepted_connections
+from diagnose.signals.spans.analytics import parse_spans
+from diagnose.signals.spans.sampling import agent_sampling
 from diagnose.signals.stacks import Frame
 from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, thread_usage
 from diagnose.signals.timeline import AGENT_THREAD_PREFIX
@@ -51,8 +53,15 @@ GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL l
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
 UNBATCHED_MIN_IN_FLIGHT = 4.0
 QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, before it counts as a queue
+# An event loop is one thread standing for all its in-flight requests (at least UNBATCHED_MIN_IN_FLIGHT
+# when _unbatched holds): awaiting for this share of the model's busy time is the queue.
+AWAITED_MIN = 0.5
+# Profiled op time (calls with FLOPs) below LOW_INTENSITY_FLOP_PER_BYTE (traces/roofline.py: memory-bound
+# on any CPU) at least this share: the model's CPU time is memory traffic, not arithmetic.
+CPU_MEMORY_BOUND_TIME_PCT = 50.0
 _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
+_QUEUE_GETS = frozenset({"Queue.get", "SimpleQueue.get", "LifoQueue.get", "PriorityQueue.get"})
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
 NOT_WORK = frozenset({"idle.work", STOPPED})  # what other threads' waits are never attributed to
 
@@ -83,18 +92,63 @@ def _requests_open(readings: tuple[list[int], list[int]], t_ns: int) -> bool:
     return any(counts[j] > 0 for j in near)
 
 
+def _open_requests(bundle: Bundle) -> tuple[list[int], list[int]] | None:
+    """The union of the request spans' [start, end) (Unix ns) as sorted, disjoint (starts, ends), or
+    None without request spans, or when they are a sample of the traces (a sample misses requests)."""
+    def build() -> tuple[list[int], list[int]] | None:
+        if agent_sampling(bundle.manifest.get("collectors") or []) is not None:
+            return None
+        reqs = parse_spans(bundle.stream(SPANS)).requests
+        if not reqs:
+            return None
+        starts: list[int] = []
+        ends: list[int] = []
+        for lo, hi in sorted((r.span.start_ns, r.span.end_ns) for r in reqs):
+            if starts and lo <= ends[-1]:
+                ends[-1] = max(ends[-1], hi)
+            else:
+                starts.append(lo)
+                ends.append(max(lo, hi))
+        return starts, ends
+    return bundle.derived("account.open_requests", build)
+
+
+def _split_open(lo: int, hi: int, open_spans: tuple[list[int], list[int]]) -> list[tuple[int, int, str]]:
+    """[lo, hi) cut into ``await`` parts (a request open) and ``idle.work`` parts (none open)."""
+    starts, ends = open_spans
+    out: list[tuple[int, int, str]] = []
+    t = lo
+    i = bisect.bisect_right(ends, lo)  # the first union interval ending after lo
+    while t < hi and i < len(starts):
+        a, b = max(starts[i], t), min(ends[i], hi)
+        if a >= hi:
+            break
+        if a > t:
+            out.append((t, a, "idle.work"))
+        if b > a:
+            out.append((a, b, "await"))
+        t = max(t, b)
+        i += 1
+    if t < hi:
+        out.append((t, hi, "idle.work"))
+    return out
+
+
 def _event_loop(frames: tuple[Frame, ...]) -> bool:
     return any(_EVENT_LOOP.search(f"{fr.function} ({fr.file})") for fr in frames)
 
 
 def _in_work_loop(frames: tuple[Frame, ...]) -> bool:
-    """The wait sits directly in a pool's work loop (only threading/queue frames below it)."""
+    """The wait sits directly in a pool's work loop (only threading/queue frames below it), or in
+    a thread's own target taking the next item off its queue (a consumer loop: ``Thread.run`` ->
+    target -> ``Queue.get``, nothing but threading/queue frames below the target)."""
     for depth in range(len(frames) - 1, -1, -1):
         fr = frames[depth]
         if any(p.search(f"{fr.function} ({fr.file})") for p in _WORK_LOOPS):
             return True
-        if not _SYNC.search(fr.file):
-            return False
+        if not _SYNC.search(fr.file):  # frames are root first: frames[depth + 1:] were all queue/threading ones
+            return depth > 0 and frames[depth - 1].function == "Thread.run" \
+                and any(f.function in _QUEUE_GETS for f in frames[depth + 1:])
     return False
 
 
@@ -161,6 +215,7 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
     core_wait = _core_wait(usage)
     sources = load_sources(bundle)
     in_flight = _in_flight(bundle)
+    open_spans = _open_requests(bundle)
     windows = pyspy_windows(bundle)
     names = {s.tid: s.thread for w in windows for s in (w.segments or ()) if s.thread != "?"}
     skip_agent = _agent_ran(bundle)
@@ -201,6 +256,11 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
                 dropped["io_frames_without_io_waits"] += 1
                 cat = Category.LOCK_WAIT
             kind = _kind(cat, reading)
+            if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) and open_spans is not None:
+                # request spans say when requests were open: the loop awaited them then, and waited for
+                # work the rest of the time (accepted connections count idle keep-alive ones too)
+                out.extend(_Piece(seg.tid, a, b, k) for a, b, k in _split_open(lo, hi, open_spans))
+                continue
             if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) \
                     and _requests_open(in_flight, (lo + hi) // 2):
                 # an event loop with requests in flight awaits their sockets (upstream calls, slow
@@ -356,6 +416,24 @@ def _unbatched(signals: dict[str, Signal]) -> bool:
         and in_flight >= UNBATCHED_MIN_IN_FLIGHT
 
 
+def _model_kinds(signals: dict[str, Signal]) -> dict[str, TermKind]:
+    """``{"cpu.compute": cpu.memory}`` when a CPU-only torch trace (no GPU kernel groups) spent at
+    least CPU_MEMORY_BOUND_TIME_PCT of its op time in calls of low arithmetic intensity."""
+    low = _value(signals, "kernels.low_intensity_time_pct")
+    on_gpu = _value(signals, "kernels.group_share_pct[compute]") is not None
+    if low is None or on_gpu or low < CPU_MEMORY_BOUND_TIME_PCT:
+        return {}
+    return {"cpu.compute": KINDS["cpu.memory"]}
+
+
+def _queued(wait: str, waited_s: float, model_s: float) -> bool:
+    """Waits behind model work that make a queue: handler threads (``handoff``) in QUEUED_MIN worker
+    equivalents, or an event loop (``await``: one thread for all its requests) AWAITED_MIN of it."""
+    if wait == "handoff":
+        return waited_s >= QUEUED_MIN * model_s
+    return wait == "await" and waited_s >= AWAITED_MIN * model_s
+
+
 def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None:
     """The thread-time account, or None without py-spy stacks on the Unix clock."""
     pieces, dropped = _pieces(bundle)
@@ -369,16 +447,17 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
     threads = len({p.tid for p in kept})
     left_out = len({p.tid for p in pieces}) - threads
     terms: list[AccountTerm] = []
+    kinds = _model_kinds(signals)
     for kind, s in own.items():
-        k = KINDS[kind]
-        terms.append(_term(k, kind, k.label, s, total, f"{s:.2f} of {total:.2f} thread-s"))
+        k = kinds.get(kind, KINDS[kind])
+        terms.append(_term(k, k.kind, k.label, s, total, f"{s:.2f} of {total:.2f} thread-s"))
     unbatched = _unbatched(signals)
     merged: dict[str, tuple[TermKind, str, float, str]] = {}
     for (wait, kind), s in attributed.items():
-        target = KINDS[kind]
+        target = kinds.get(kind, KINDS[kind])
         what = {"lock": "lock waits", "handoff": "waits on other threads (queue, event, result)",
                 "await": "an event loop awaiting with requests in flight"}[wait]
-        if wait == "handoff" and kind == "cpu.compute" and unbatched and s >= QUEUED_MIN * own.get("cpu.compute", 0.0):
+        if kind == "cpu.compute" and unbatched and _queued(wait, s, own.get("cpu.compute", 0.0)):
             k, key, label = UNBATCHED, UNBATCHED.kind, UNBATCHED.label
         else:
             key = f"{wait}>{kind}"

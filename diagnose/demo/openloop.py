@@ -188,4 +188,26 @@ def run_open_loop(url: str, rate_qps: float, duration_s: float, *, warmup_s: flo
     return _summarise(step, rate_qps, (t0 + warmup_s, t0 + span))
 
 
-__all__ = ["Endpoint", "OpenLoopError", "OpenLoopResult", "demo_body", "poisson_schedule", "run_open_loop"]
+def run_until_stopped(url: str, rate_qps: float, stop: threading.Event, *, max_s: float = 3600.0,
+                      body: bytes | None = None, connections: int = 16, timeout_s: float = 30.0,
+                      seed: int = 0) -> OpenLoopResult:
+    """Offer ``rate_qps`` Poisson arrivals (POST ``body``) until ``stop`` is set (or ``max_s``), then
+    return at once: requests unanswered at that moment are censored there and counted as
+    ``unfinished``; the worker threads (daemons) are left to end with the process, so the caller can
+    exit without waiting for a slow server. Raises OpenLoopError for a bad URL or rate."""
+    ep = Endpoint.parse(url)
+    if not (rate_qps > 0 and max_s > 0 and connections >= 1):
+        raise OpenLoopError("rate, duration and connections must be positive")
+    t0 = time.perf_counter() + LEAD_S
+    step = _Step(poisson_schedule(rate_qps, max_s, seed), t0, t0 + max_s)
+    for k in range(connections):
+        threading.Thread(target=_worker, args=(step, ep, "POST", body if body is not None else demo_body(seed),
+                                               timeout_s), daemon=True, name=f"openloop-{k}").start()
+    stop.wait(max_s)
+    with step.lock:
+        step.drain_end = end = max(t0 + 1e-3, time.perf_counter())
+    return _summarise(step, rate_qps, (t0, end))
+
+
+__all__ = ["Endpoint", "OpenLoopError", "OpenLoopResult", "demo_body", "poisson_schedule", "run_open_loop",
+           "run_until_stopped"]

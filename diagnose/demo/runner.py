@@ -1,48 +1,87 @@
-"""Start the demo service and its load generator as child processes; always shut both down."""
+"""Start a demo scenario's processes and always stop them: the service under the diagnose agent (as
+``diagnose run`` starts a command), its slow upstream (io scenario) and the open-loop load generator.
+
+``running_demo`` yields a ``DemoRun`` once the service listens, its agent answers and the load has
+warmed it up; ``DemoRun.stop`` (called when the capture's collection ends, and again on the way out)
+sends SIGTERM to every child at once and kills what is still there after STOP_GRACE_S, so all of them
+are gone within about that long. The load generator's last stdout line is its client-side summary.
+"""
 from __future__ import annotations
 
+import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import IO
+from dataclasses import dataclass, field
+from typing import IO, Any
 
-STARTUP_TIMEOUT_S = 30.0
+from diagnose.demo.scenarios import SCENARIOS
+
+STARTUP_TIMEOUT_S = 60.0
 WARMUP_S = 1.5
+STOP_GRACE_S = 1.5  # SIGTERM, then SIGKILL: every child gone within this (plus a reap)
 
 
 class DemoError(Exception):
-    """The demo service could not start."""
+    """The demo could not start: the message names the cause and the fix."""
 
 
 @dataclass
-class DemoService:
+class DemoRun:
+    """The running demo: the service's pid and URL; ``stop()`` ends every child (idempotent)."""
+
+    scenario: str
     pid: int
     url: str
-    _load: subprocess.Popen
+    children: list[subprocess.Popen] = field(default_factory=list)
+    load: subprocess.Popen | None = None
+    stopped_in_s: float | None = None  # how long stop() took to see every child gone
+    _load_out: str = ""
 
-    def stats(self) -> str:
-        """Stop the load generator and return its one-line JSON summary."""
-        if self._load.poll() is None:
-            self._load.terminate()
-        try:
-            out, _ = self._load.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            self._load.kill()
-            return "load generator did not stop"
-        lines = [ln for ln in (out or "").splitlines() if ln.startswith("{")]
-        return lines[-1] if lines else "no stats"
+    def stop(self) -> None:
+        if self.stopped_in_s is not None:
+            return
+        t0 = time.monotonic()
+        live = [p for p in self.children if p.poll() is None]
+        for p in live:
+            p.send_signal(signal.SIGTERM)
+        deadline = t0 + STOP_GRACE_S
+        if self.load is not None:
+            try:
+                self._load_out, _ = self.load.communicate(timeout=max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.load.kill()
+                self._load_out, _ = self.load.communicate()
+        for p in live:
+            try:
+                p.wait(max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.stopped_in_s = time.monotonic() - t0
+
+    def load_stats(self) -> dict[str, Any] | None:
+        """The load generator's summary (diagnose/demo/load.py), or None when it printed none."""
+        for line in reversed((self._load_out or "").splitlines()):
+            if line.startswith("{"):
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    return None
+                return doc if isinstance(doc, dict) else None
+        return None
 
 
-def _read_port(proc: subprocess.Popen[str], errlog: IO[str]) -> int:
+def _read_port(proc: subprocess.Popen, errlog: IO[str], what: str) -> int:
     stdout = proc.stdout
     if stdout is None:  # started without stdout=PIPE
-        raise DemoError("demo service has no stdout pipe to announce its port on")
+        raise DemoError(f"the demo {what} has no stdout pipe to announce its port on")
     sel = selectors.DefaultSelector()
     sel.register(stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -50,50 +89,77 @@ def _read_port(proc: subprocess.Popen[str], errlog: IO[str]) -> int:
         if proc.poll() is not None:
             errlog.seek(0)
             tail = errlog.read()[-300:].strip().replace("\n", " | ")
-            raise DemoError(f"demo service exited with code {proc.returncode}: {tail}")
+            hint = " (install the demo extra: pip install 'diagnose[demo]')" if "ModuleNotFoundError" in tail else ""
+            raise DemoError(f"the demo {what} exited with code {proc.returncode}: {tail}{hint}")
         if sel.select(timeout=0.2):
             line = stdout.readline()
             if line.startswith("LISTENING "):
                 return int(line.split()[1])
-    raise DemoError(f"demo service did not start within {STARTUP_TIMEOUT_S:.0f} s")
+    raise DemoError(f"the demo {what} did not start within {STARTUP_TIMEOUT_S:.0f} s; "
+                    "is the machine overloaded?")
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def _service_env() -> dict[str, str]:
-    # One BLAS thread, as most production servers configure it; spinning BLAS pools would
-    # otherwise fight the load generator for this machine's cores.
+def _env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    env.update({k: str(threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     return env
 
 
+def _wait_agent(proc: subprocess.Popen) -> None:
+    from diagnose.agent.host.run import wait_ready
+
+    wait_ready(proc, 0.0)  # says in one line when no agent comes up; the capture goes on without it
+    if proc.poll() is not None:
+        raise DemoError(f"the demo service exited with code {proc.returncode} before its agent answered")
+
+
+def _check_dependencies() -> None:
+    import importlib.util
+
+    missing = [m for m in ("torch", "aiohttp") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise DemoError(f"the demo needs {' and '.join(missing)}: pip install 'diagnose[demo]'")
+
+
 @contextmanager
-def running_demo(clients: int = 4) -> Iterator[DemoService]:
-    errlog = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and block the service
-    service = subprocess.Popen(
-        [sys.executable, "-m", "diagnose.demo.service", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=errlog, text=True, env=_service_env(),
-    )
-    load = None
+def running_demo(scenario: str, qps: float | None = None) -> Iterator[DemoRun]:
+    """Start ``scenario`` (diagnose/demo/scenarios.py); stop every child on the way out. Raises
+    DemoError when a part cannot start (the demo extra not installed, a child that exits)."""
+    from diagnose.agent.host.run import agent_env
+
+    sc = SCENARIOS[scenario]
+    _check_dependencies()
+    errlog = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and block a child
+    py = sys.executable
+    run = DemoRun(scenario, 0, "")
     try:
-        url = f"http://127.0.0.1:{_read_port(service, errlog)}"
-        load = subprocess.Popen(
-            [sys.executable, "-m", "diagnose.demo.loadgen", "--url", url, "--clients", str(clients)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )
+        extra: list[str] = []
+        if sc.upstream:
+            up = subprocess.Popen([py, "-m", "diagnose.demo.upstream", "--port", "0"], stdout=subprocess.PIPE,
+                                  stderr=errlog, text=True, env=_env(1))
+            run.children.append(up)
+            extra = ["--upstream", f"http://127.0.0.1:{_read_port(up, errlog, 'upstream')}/lookup"]
+        service = subprocess.Popen([py, "-m", "diagnose.demo.server", "--scenario", sc.name, "--port", "0", *extra],
+                                   stdout=subprocess.PIPE, stderr=errlog, text=True,
+                                   env=agent_env(_env(sc.torch_threads)))
+        run.children.append(service)
+        run.pid = service.pid
+        port = _read_port(service, errlog, "service")
+        run.url = f"http://127.0.0.1:{port}/" + ("generate" if sc.stream else "predict")
+        _wait_agent(service)
+        run.load = subprocess.Popen([py, "-m", "diagnose.demo.load", "--url", run.url, "--scenario", sc.name,
+                                     *(["--qps", f"{qps:g}"] if qps else [])],
+                                    stdout=subprocess.PIPE, stderr=errlog, text=True, env=_env(1))
+        run.children.append(run.load)
         time.sleep(WARMUP_S)
-        yield DemoService(service.pid, url, load)
+        if run.load.poll() is not None:
+            errlog.seek(0)
+            raise DemoError(f"the demo load generator exited with code {run.load.returncode}: "
+                            f"{errlog.read()[-300:].strip()}")
+        yield run
     finally:
-        if load is not None:
-            _stop(load)
-        _stop(service)
+        run.stop()
         errlog.close()
+
+
+__all__ = ["DemoError", "DemoRun", "STOP_GRACE_S", "running_demo"]

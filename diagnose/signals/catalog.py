@@ -227,6 +227,9 @@ _TIMELINE_GPU: tuple[SignalSpec, ...] = (
         f"{TORCH} (record_shapes): FLOPs of ops with float32/float64 inputs, of FLOPs of known precision"),
     _tl("kernels.intensity_flop_per_byte", "FLOP/byte", N,
         f"{TORCH} (record_shapes): arithmetic intensity, FLOPs / bytes read+written (upper bound)"),
+    _tl("kernels.low_intensity_time_pct", "%", N,
+        f"{TORCH} (record_shapes): time of op calls below 1 FLOP/byte (memory-bound on any CPU), of op calls "
+        "with FLOPs"),
     _tl("kernels.intensity_to_ridge_ratio", "x", N,
         f"{TORCH}: arithmetic intensity / roofline ridge of rules/gpu_specs.py (< 1: below the ridge)"),
 )
@@ -265,6 +268,10 @@ _SPANS: tuple[SignalSpec, ...] = (
     *(_tl(f"llm.{m}_{q}_ms", "ms", H, f"{SPANS}, gen_ai attributes / first-token events: {q.upper()} of {m.upper()} "
           f"({'time to first token' if m == 'ttft' else 'time per output token'})")
       for m in ("ttft", "tpot") for q in ("p50", "p99")),
+    _tl("llm.ttft_share_pct", "%", N, f"{SPANS}, gen_ai TTFT: share of generation time before the first token "
+        "(queue + prefill)"),
+    _tl("llm.decode_share_pct", "%", N, f"{SPANS}, gen_ai TTFT: share of generation time after the first token "
+        "(decode)"),
     _tl("llm.output_tokens_per_s", "tokens/s", L,
         f"{SPANS}, gen_ai.usage.output_tokens: TPS, output tokens per second"),
 )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from diagnose.model import Signal, missing
 from diagnose.signals.catalog import unit_of
 from diagnose.traces.report import TraceReport
+from diagnose.traces.roofline import LOW_INTENSITY_FLOP_PER_BYTE
 
 SRC = "torch profiler trace (Kineto)"
 NO_GPU = ("no GPU activity recorded: the torch trace holds no kernels, memcpy or memset "
@@ -213,6 +214,12 @@ def _roofline_signals(reports: list[TraceReport]) -> dict[str, Signal]:
     nbytes = sum(r["bytes"] for r in roof)
     out[n] = Signal(n, flops / nbytes, "FLOP/byte", SRC + ", matmul/linear/conv/attention/add/mul ops (innermost "
                     "per call path): FLOPs / bytes read+written (upper bound)")
+    spent = sum(r.get("time_s") or 0.0 for r in roof)
+    if spent > 0:
+        k = "kernels.low_intensity_time_pct"
+        out[k] = Signal(k, 100.0 * sum(r.get("low_intensity_time_s") or 0.0 for r in roof) / spent, "%",
+                        SRC + f", time of op calls below {LOW_INTENSITY_FLOP_PER_BYTE:g} FLOP/byte / time of op calls "
+                        "with FLOPs (GPU kernel time where linked, else host op time)")
     ridge = next((r["ridge_flop_per_byte"] for r in roof if r["ridge_flop_per_byte"]), None)
     devices = sorted({d for r in reports for d in r.meta.devices})
     out[m] = (Signal(m, flops / nbytes / ridge, "x", SRC + " intensity / rules/gpu_specs.py ridge") if ridge

@@ -23,6 +23,10 @@ from diagnose.traces.schema import CAT_CPU_OP, CAT_KERNEL
 from diagnose.traces.view import TraceView
 
 TOP_OPS = 10
+# Below this many FLOPs per byte moved no CPU is compute-bound: a server core's FP32 FMA peak (tens of
+# GFLOP/s) over its share of DRAM bandwidth (a few to ~20 GB/s) puts every x86/ARM ridge point above
+# ~2 FLOP/byte. Elementwise ops sit near 0.1, batch-1 matrix-vector products near 0.5.
+LOW_INTENSITY_FLOP_PER_BYTE = 1.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,10 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     out["intensity_flop_per_byte"] = (float(flops[has_bytes].sum() / nbytes[has_bytes].sum())
                                       if has_bytes.any() else None)
     out["achieved_flops_per_s"] = float(flops.sum() / (time_ns.sum() / 1e9)) if time_ns.sum() > 0 else None
+    # per call, so one op name's batch-1 calls (decode) and long-prompt calls (prefill) stay apart
+    low = has_bytes & (flops < LOW_INTENSITY_FLOP_PER_BYTE * np.where(has_bytes, nbytes, 0.0))
+    out["time_s"] = float(time_ns.sum() / 1e9)
+    out["low_intensity_time_s"] = float(time_ns[low].sum() / 1e9)
     out["time_basis"] = "gpu kernels" if gpu_ns.sum() > 0 else "host op duration (no kernels linked)"
     prec = cpu["precision"][ops]
     out["flops_by_precision"] = {PRECISIONS[c]: float(flops[prec == c].sum()) for c in np.unique(prec).tolist()}
@@ -111,4 +119,4 @@ def roofline(view: TraceView, peak: Peak | None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Peak", "roofline"]
+__all__ = ["LOW_INTENSITY_FLOP_PER_BYTE", "Peak", "roofline"]

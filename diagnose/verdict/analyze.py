@@ -10,6 +10,7 @@ from diagnose.signals.catalog import spec_for
 from diagnose.verdict.account import decide
 from diagnose.verdict.data_quality import warnings
 from diagnose.verdict.evaluate import apply_overrides, evaluate
+from diagnose.verdict.llm_phases import with_llm_phases
 from diagnose.verdict.overrides import split_overrides
 from diagnose.verdict.sampling import discount_stack_findings, sampling_factor
 
@@ -43,7 +44,7 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     ex.data_quality["warnings"] = warnings(ex.data_quality)
     missing = [SOURCE_OF_GAP[g.what] for g in gaps if g.what in SOURCE_OF_GAP]
     return Analysis(
-        verdict=decide(accounts, findings, quality, ex.data_quality, missing),
+        verdict=with_llm_phases(decide(accounts, findings, quality, ex.data_quality, missing), ex.details.get("llm")),
         accounts=accounts,
         findings=tuple(findings),
         signals=ex.signals,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -74,12 +75,26 @@ def test_doctor_checks_a_pid(workload):
 
 
 def test_demo_runs_end_to_end(tmp_path):
-    res = run_diagnose("demo", "--duration", "4", "--out", str(tmp_path), timeout=120)
+    """The default scenario (service), under the agent: every source lands, the verdict is service,
+    the client's P50/P99 print beside diagnose's, and no child outlives the capture by 2 s."""
+    import psutil
+
+    res = run_diagnose("demo", "--duration", "4", "--out", str(tmp_path), timeout=150)
     assert res.returncode == 0, res.stderr
-    assert "load generator:" in res.stdout and '"requests"' in res.stdout
-    doc = findings(only_bundle(tmp_path))
+    assert "client P50" in res.stdout and "diagnose (request spans): P50" in res.stdout
+    m = re.search(r"service pid (\d+) on (\S+)", res.stdout)
+    stopped = re.search(r"children stopped in ([\d.]+) s", res.stdout)
+    assert m and stopped and float(stopped.group(1)) < 2.0, res.stdout
+    assert not psutil.pid_exists(int(m.group(1)))
+    assert not [p.pid for p in psutil.process_iter(["cmdline"]) if m.group(2) in " ".join(p.info["cmdline"] or [])]
+    b = only_bundle(tmp_path)
+    doc = findings(b)
     assert doc["verdict"]["quadrant"] == "service"
-    assert doc["data_quality"]["pyspy_samples"] > 100
+    dq = doc["data_quality"]
+    assert dq["pyspy_samples"] > 100 and dq["spans"] > 20 and dq["torch_traces"] >= 1
+    assert (b / "gc.jsonl").is_file() and (b / "process.jsonl").is_file() and dq["gpu_counters"] == "unavailable"
+    stages = doc["details"]["requests"]["stage_share_pct"]
+    assert stages["preprocess"] > 0 and stages["postprocess"] > 0 and stages["model"] > 0 and stages["queue"] > 0
 
 
 def test_live_progress_line_on_a_tty(workload, tmp_path):

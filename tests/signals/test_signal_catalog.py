@@ -49,6 +49,8 @@ NOT_IN_FIXTURES: dict[str, str] = {
     "llm.tpot_p50_ms": NO_SPANS,
     "llm.tpot_p99_ms": NO_SPANS,
     "llm.output_tokens_per_s": "needs spans carrying gen_ai.usage.output_tokens (an LLM server's spans)",
+    "llm.ttft_share_pct": "needs generation spans carrying a TTFT (an LLM server's spans; the demo's llm scenario)",
+    "llm.decode_share_pct": "needs generation spans carrying a TTFT (an LLM server's spans; the demo's llm scenario)",
     "cpu.children_util_pct": "needs a capture with --subprocesses (process records with children)",
     "join.slow_category_share_pct[{key}]": ("needs py-spy samples inside the slowest requests or "
                                             "ProfilerSteps: no fixture has spans or profiler steps with py-spy"),

@@ -171,3 +171,36 @@ def test_span_signals_rules_and_report(bundle):
     assert not any("request latency" in n.what for n in a.not_judged)
     doc = json.loads(json.dumps(a.to_json()))
     assert doc["details"]["requests"]["latency"]["count"] == REQUESTS
+
+
+def test_generation_time_splits_at_the_first_token_into_prefill_and_decode():
+    from diagnose.signals.spans.analytics import Span
+    from diagnose.signals.spans.source import llm_signals
+
+    # two generations of 1 s: 0.1 s then 0.3 s to the first token -> 20% before it, 80% decode
+    spans = [Span("t" * 32, f"s{i}" * 8, None, "generate", "server", 0, 1_000_000_000, "ok",
+                  {"gen_ai.server.time_to_first_token": ttft, "gen_ai.usage.output_tokens": 33}, ())
+             for i, ttft in enumerate((0.1, 0.3))]
+    llm = llm_summary(spans, 2.0)
+    assert llm["phases"]["ttft_share_pct"] == pytest.approx(20.0)
+    assert llm["phases"]["decode_share_pct"] == pytest.approx(80.0)
+    assert llm["phases"]["generation_s"] == pytest.approx(2.0)
+    queue = Span("t" * 32, "q" * 16, "s0" * 8, "queue", "internal", 0, 50_000_000, "ok", {}, ())
+    split = llm_summary([*spans, queue], 2.0)["phases"]  # 50 ms of the first 100 ms waited in a queue span
+    assert split["queue_share_pct"] == pytest.approx(2.5) and split["prefill_share_pct"] == pytest.approx(17.5)
+    sig = llm_signals(llm)
+    assert sig["llm.decode_share_pct"].value == pytest.approx(80.0) and sig["llm.decode_share_pct"].unit == "%"
+    assert llm_summary([Span("t" * 32, "x" * 16, None, "get", "server", 0, 10, "ok", {}, ())], 1.0)["phases"] is None
+
+
+def test_stage_union_of_few_intervals_matches_the_numpy_merge():
+    import random
+
+    from diagnose.signals.spans.analytics import SMALL_UNION, _union
+
+    rng = random.Random(7)
+    for _ in range(300):
+        iv = [(a, a + rng.randint(-5, 50)) for a in (rng.randint(0, 200) for _ in range(rng.randint(1, 12)))]
+        big = iv * (SMALL_UNION // len(iv) + 1)  # the same union through the numpy path
+        assert len(big) > SMALL_UNION and _union(iv) == _union(big)
+    assert _union([(0, 10), (5, 20), (30, 40)]) == 30 and _union([(10, 5)]) == 0

@@ -3,6 +3,7 @@ real traces and snippets of them."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from diagnose.rules.kernel_catalog import KERNEL_CATALOG
 from diagnose.signals.kernel_timeline import trace_signals
@@ -108,3 +109,21 @@ def test_signals_combine_ranks_time_weighted():
     expected = 100.0 * (a.temporal.idle_ns + b.temporal.idle_ns) / total
     assert np.isclose(sig["gpu.idle_pct"].value, expected)
     assert sig["gpu.idle_pct"].unit == "%" and "Kineto" in sig["gpu.idle_pct"].source
+
+
+def test_low_intensity_time_is_counted_per_call_not_per_op_name(tmp_path):
+    """One op name, two shapes: a batch-1 addmm (a matrix-vector product, ~0.5 FLOP/byte) for 9 ms and a
+    batch-512 one (~170 FLOP/byte) for 1 ms. Summed per name the addmm is compute-bound; per call, 90% of
+    the op time is memory-bound (decode beside prefill)."""
+    f32 = "float"
+
+    def addmm(rows: int, ts: int, dur: int) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"Input Dims": [[1024], [rows, 1024], [1024, 1024]], "Input type": [f32, f32, f32]}}
+
+    events = [addmm(1, 0, 9000), addmm(512, 10000, 1000)]
+    r = analyze_trace(read_trace(write(tmp_path / "mv.json.gz", {"schemaVersion": 1}, events)), peak_of=device_peak)
+    roof = r.tables["roofline"]
+    assert roof["intensity_flop_per_byte"] > 1.0  # FLOP-weighted: the batched call's FLOPs dominate
+    assert roof["time_s"] == pytest.approx(0.010) and roof["low_intensity_time_s"] == pytest.approx(0.009)
+    assert trace_signals([r], "")["kernels.low_intensity_time_pct"].value == pytest.approx(90.0)

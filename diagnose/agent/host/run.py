@@ -80,7 +80,7 @@ def run_with_capture(command: list[str], nvtx: bool, after_s: float,
     except PermissionError:
         raise RunError(f"{command[0]} is not executable; check its permissions") from None
     _forward_signals(child)
-    _wait_ready(child, after_s)
+    wait_ready(child, after_s)
     if child.poll() is not None:
         sys.stderr.write(f"diagnose: {command[0]} (pid {child.pid}) exited with code "
                          f"{_exit_code(child.returncode)} before the capture could start: nothing captured\n")
@@ -91,7 +91,7 @@ def run_with_capture(command: list[str], nvtx: bool, after_s: float,
     return code if code != 0 else captured
 
 
-def _wait_ready(child: subprocess.Popen, after_s: float) -> None:
+def wait_ready(child: subprocess.Popen, after_s: float) -> None:
     """Wait ``after_s``, then until the agent answers; say in one line why it will not (the child
     is not a Python process, its runtime directory is squatted, or none after AGENT_WAIT_S)."""
     from diagnose.agent.host.absent import exe_name, is_python, squatted_runtime

@@ -117,6 +117,9 @@ def stage_of(span: Span) -> str | None:
     return _stage(span.name, span.kind, frozenset(span.attributes))
 
 
+SMALL_UNION = 64
+
+
 def _requests(spans: list[Span]) -> list[Request]:
     ids = {(s.trace_id, s.span_id) for s in spans}
     children: dict[tuple[str, str], list[Span]] = defaultdict(list)
@@ -141,6 +144,18 @@ def _requests(spans: list[Span]) -> list[Request]:
 
 
 def _union(iv: list[tuple[int, int]]) -> int:
+    """Total length (ns) of the union of [start, end) intervals (an end before its start: empty)."""
+    if len(iv) <= SMALL_UNION:  # a request's few stage spans: plain Python beats numpy's per-call cost 10x
+        total, hi = 0, None
+        for lo, end in sorted(iv):
+            end = max(end, lo)
+            if hi is None or lo > hi:
+                total += end - lo
+                hi = end
+            elif end > hi:
+                total += end - hi
+                hi = end
+        return total
     a = np.array(iv, np.int64)
     s, e = merge(a[:, 0], np.maximum(a[:, 1], a[:, 0]))
     return int((e - s).sum())

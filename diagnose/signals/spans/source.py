@@ -60,6 +60,10 @@ def llm_signals(llm: dict[str, Any]) -> dict[str, Signal]:
             v = llm[metric][f"{q}_ms"]
             why = f"no span carries {metric.upper()} (gen_ai attributes or a first-token event)"
             out[n] = Signal(n, v, "ms", src) if v is not None else missing(n, "ms", src, why)
+    for name in ("ttft_share_pct", "decode_share_pct"):
+        v = (llm.get("phases") or {}).get(name)
+        if v is not None:
+            out[f"llm.{name}"] = Signal(f"llm.{name}", v, "%", src + ", generation time split at the first token")
     if llm.get("output_tokens_per_s") is not None:
         out["llm.output_tokens_per_s"] = Signal("llm.output_tokens_per_s", llm["output_tokens_per_s"], "tokens/s",
                                                 src + ", gen_ai.usage.output_tokens")

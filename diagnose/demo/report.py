@@ -1,0 +1,31 @@
+"""The demo's closing line: the load generator's client-side latency beside diagnose's span-side one."""
+from __future__ import annotations
+
+from typing import Any
+
+from diagnose.demo.runner import DemoRun
+
+
+def _ms(v: Any) -> str:
+    return f"{v:.1f} ms" if isinstance(v, (int, float)) else "n/a"
+
+
+def load_line(run: DemoRun, report: Any | None) -> str:
+    """One line: offered/achieved QPS and client P50/P99 (from scheduled arrival, so queueing in the
+    client counts), then diagnose's request-span P50/P99, and how long the children took to stop."""
+    st = run.load_stats()
+    if st is None:
+        client = "load generator: no stats"
+    else:
+        client = (f"load generator: offered {st.get('offered_qps')} QPS, achieved {st.get('achieved_qps')} QPS, "
+                  f"{st.get('requests')} requests ({st.get('errors')} errors, {st.get('unfinished')} unfinished), "
+                  f"client P50 {_ms(st.get('p50_ms'))} / P99 {_ms(st.get('p99_ms'))}")
+    lat: dict[str, Any] = {}
+    if report is not None:
+        lat = ((report.analysis.details.get("requests") or {}).get("latency") or {})
+    spans = f"diagnose (request spans): P50 {_ms(lat.get('p50_ms'))} / P99 {_ms(lat.get('p99_ms'))}"
+    stopped = f"children stopped in {run.stopped_in_s:.2f} s" if run.stopped_in_s is not None else ""
+    return "; ".join(x for x in (client, spans, stopped) if x)
+
+
+__all__ = ["load_line"]

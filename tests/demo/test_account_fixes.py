@@ -1,0 +1,80 @@
+"""Account fixes the demo's scenarios showed: a thread's own consumer loop waiting on its queue waits
+for work (not on another thread), and an event loop awaiting an unbatched model worker is its queue."""
+from __future__ import annotations
+
+from diagnose.account.threads import AWAITED_MIN, QUEUED_MIN, _in_work_loop, _queued
+from diagnose.model import Quadrant
+from diagnose.signals.stacks import Frame
+
+ROOT = (Frame("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 1002),
+        Frame("Thread._bootstrap_inner", "/usr/lib/python3.11/threading.py", 1045),
+        Frame("Thread.run", "/usr/lib/python3.11/threading.py", 982))
+GET = (Frame("Queue.get", "/usr/lib/python3.11/queue.py", 171),
+       Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 327))
+
+
+def test_a_threads_own_loop_waiting_on_its_queue_waits_for_work():
+    target = Frame("ModelWorker._run", "/srv/worker.py", 49)
+    assert _in_work_loop((*ROOT, target, *GET))
+
+
+def test_a_wait_on_another_threads_result_or_deeper_in_the_code_is_not_waiting_for_work():
+    target = Frame("ModelWorker._run", "/srv/worker.py", 49)
+    event = (Frame("Event.wait", "/usr/lib/python3.11/threading.py", 629),
+             Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 327))
+    assert not _in_work_loop((*ROOT, target, *event))  # waiting for a result: a handoff
+    helper = Frame("fetch_next", "/srv/worker.py", 80)
+    assert not _in_work_loop((*ROOT, target, helper, *GET))  # not the thread's own loop
+    assert not _in_work_loop((Frame("<module>", "/srv/main.py", 3), Frame("main", "/srv/main.py", 9), *GET))
+
+
+def test_an_event_loop_awaiting_half_the_model_time_is_a_queue_handler_threads_need_two_workers_worth():
+    assert _queued("await", AWAITED_MIN * 10, 10) and not _queued("await", AWAITED_MIN * 10 - 0.1, 10)
+    assert _queued("handoff", QUEUED_MIN * 10, 10) and not _queued("handoff", AWAITED_MIN * 10, 10)
+    assert not _queued("lock", 100, 10)
+
+
+def test_cpu_op_time_mostly_below_one_flop_per_byte_is_bandwidth_not_compute():
+    from diagnose.account.threads import CPU_MEMORY_BOUND_TIME_PCT, _model_kinds
+    from diagnose.model import Signal
+
+    def sig(v, gpu=None):
+        return {"kernels.low_intensity_time_pct": Signal("kernels.low_intensity_time_pct", v, "%", "t"),
+                "kernels.group_share_pct[compute]": Signal("kernels.group_share_pct[compute]", gpu, "%", "t")}
+
+    assert _model_kinds(sig(95.0))["cpu.compute"].quadrant == Quadrant.BANDWIDTH  # elementwise adds, batch-1 decode
+    assert _model_kinds(sig(CPU_MEMORY_BOUND_TIME_PCT - 1)) == {}  # mostly batched matmuls: compute, as before
+    assert _model_kinds(sig(95.0, gpu=70.0)) == {}  # a GPU kernel timeline: its own account decides
+    assert _model_kinds({}) == {}  # no torch trace: unchanged
+
+
+def test_the_llm_verdict_names_the_phase_that_leads():
+    from diagnose.model import Layer, Verdict
+    from diagnose.verdict.llm_phases import with_llm_phases
+
+    v = Verdict(Quadrant.BANDWIDTH, Layer.MODEL, {}, 0.7, "bandwidth-bound: act on the model layer first.")
+    llm = {"phases": {"generation_s": 5.0, "ttft_share_pct": 50.0, "queue_share_pct": 35.0, "prefill_share_pct": 15.0,
+                      "decode_share_pct": 50.0},
+           "ttft": {"p50_ms": 20.0, "p99_ms": 80.0}, "tpot": {"p50_ms": 6.5, "p99_ms": 9.0}}
+    head = with_llm_phases(v, llm).headline
+    assert "queue 35%, prefill 15%" in head and "decode 50% (TPOT P50 6.5 ms" in head
+    assert "decode leads" in head  # 50 of the model's 65%: the queue before them is apart
+    first = {**llm, "phases": {"generation_s": 5.0, "ttft_share_pct": 70.0, "queue_share_pct": 0.0,
+                               "prefill_share_pct": 70.0, "decode_share_pct": 30.0}}
+    assert "prefill leads" in with_llm_phases(v, first).headline and "queue" not in with_llm_phases(v, first).headline
+    assert with_llm_phases(v, {"phases": None}) is v and with_llm_phases(v, None) is v
+    unknown = Verdict(Quadrant.UNKNOWN, None, {}, 0.0, "No verdict.")
+    assert with_llm_phases(unknown, llm) is unknown
+
+
+def test_an_event_loop_awaits_only_while_a_request_span_is_open():
+    """A healthy service's loop waited in epoll with 8 idle keep-alive connections: the accepted
+    connections said "requests open" all the time and the whole wait read as IO. Spans say when."""
+    from diagnose.account.threads import _split_open
+
+    spans = ([100, 300], [150, 320])  # two requests' union: [100, 150) and [300, 320)
+    assert _split_open(0, 400, spans) == [(0, 100, "idle.work"), (100, 150, "await"), (150, 300, "idle.work"),
+                                          (300, 320, "await"), (320, 400, "idle.work")]
+    assert _split_open(120, 130, spans) == [(120, 130, "await")]
+    assert _split_open(160, 290, spans) == [(160, 290, "idle.work")]
+    assert _split_open(310, 500, spans) == [(310, 320, "await"), (320, 500, "idle.work")]

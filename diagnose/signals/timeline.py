@@ -15,7 +15,7 @@ import numpy as np
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import GC, SPANS
 from diagnose.model import Signal, missing
-from diagnose.ranks.fanout import current
+from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
 from diagnose.signals.base import SourceResult, collector_reason
@@ -32,6 +32,8 @@ from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
 from diagnose.signals.trace_tasks import (
+    TraceOutcome,
+    TraceTask,
     bundle_specs,
     device_peak,
     read_member_trace,
@@ -50,17 +52,33 @@ AGENT_THREAD_PREFIX = "diagnose-"
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
     """Every trace of the bundle read and analysed, one task per trace, wherever the current
     fan-out runs them (diagnose/ranks/fanout.py: this process unless the caller chose a pool or a
-    Dask cluster). Raises FanoutError (a worker died, the Dask scheduler is unusable); a trace
-    that cannot be read is an error line, as in this process."""
+    Dask cluster). Raises FanoutError (a worker died, the Dask scheduler is unusable, a worker
+    cannot open the bundle, every task on a Dask cluster failed); a trace that cannot be read is
+    an error line, as in this process."""
     tasks, spec_error = trace_tasks(bundle, options)
     fanout = current()
     if fanout.scheduler is None and fanout.local_workers(len(tasks)) <= 1:
         outcomes = [run_trace_task(t, bundle) for t in tasks]  # the open bundle: no reopening
     else:
         outcomes = fanout.map(run_trace_task, tasks)
+        _check_fanout(fanout, tasks, outcomes)
     errors = [spec_error] if spec_error else []
     errors += [e for o in outcomes for e in o.errors]
     return [o.report for o in outcomes if o.report is not None], errors
+
+
+def _check_fanout(fanout: Fanout, tasks: list[TraceTask], outcomes: list[TraceOutcome]) -> None:
+    """Raise FanoutError when the outcomes say the fan-out, not the traces, failed: a worker could
+    not open the bundle, or every task on a Dask cluster failed (an analysis of nothing)."""
+    where = f"the Dask workers of {fanout.scheduler}" if fanout.scheduler else "a local pool worker"
+    lost = next((o for o in outcomes if o.bundle_unreadable), None)
+    if lost is not None:
+        raise FanoutError(f"{where} cannot open the bundle at {tasks[0].bundle} ({lost.errors[0][:160]}); they "
+                          "must read it at that same path (a shared file system) and import diagnose")
+    if fanout.scheduler and tasks and all(o.report is None for o in outcomes):
+        first = next((e for o in outcomes for e in o.errors), "no report")
+        raise FanoutError(f"every one of the {len(tasks)} trace task(s) failed on {where} (first: {first[:160]}); "
+                          f"check that they read {tasks[0].bundle} at that path, or drop --scheduler")
 
 
 def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.bundle import Bundle
-from diagnose.bundle.streams import GC, SPANS
+from diagnose.bundle.streams import GC, SPANS, TORCH
 from diagnose.model import Signal, missing
 from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
@@ -181,8 +181,14 @@ def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reaso
     return out
 
 
-def _apart(reports: list[TraceReport], reason: str,
-           capture: tuple[int, int] | None) -> tuple[list[TraceReport], dict[str, Any] | None]:
+def _imported_names(bundle: Bundle) -> dict[str, str]:
+    """Member file name -> the name of the file it was imported from (TORCH ``imported_from``)."""
+    return {Path(r["file"]).name: Path(r["imported_from"]).name for r in bundle.stream(TORCH)
+            if isinstance(r.get("file"), str) and isinstance(r.get("imported_from"), str)}
+
+
+def _apart(reports: list[TraceReport], reason: str, capture: tuple[int, int] | None,
+           names: dict[str, str] | None = None) -> tuple[list[TraceReport], dict[str, Any] | None]:
     """Traces that do not belong together (signals/trace_groups.py): the signals read the group
     inside the capture window, else the one with the largest GPU window; every group's own signal
     values go to the details, with a warning."""
@@ -198,9 +204,13 @@ def _apart(reports: list[TraceReport], reason: str,
                                        "coverage": {"host_span_ns": r.tables["coverage"]["host_span_ns"]}}
                                       for r in (reports[j] for j in g)],
                      "signals": {n: s.value for n, s in sig.items() if s.value is not None}})
+    def named(files: list[str]) -> str:
+        return ", ".join(f"{f} ({names[f]})" if names and f in names else f for f in files)
+
+    left = "; ".join(named(r["files"]) for r in rows[1:])
     warning = (f"{len(reports)} torch traces do not belong together ({why_apart(reports, groups)}): each group "
-               f"is analysed on its own; the verdict reads {', '.join(rows[0]['files'])} "
-               f"({'inside the capture window' if capture else 'the largest GPU window'})")
+               f"is analysed on its own; the verdict (and a job of several ranks) reads {named(rows[0]['files'])} "
+               f"({'inside the capture window' if capture else 'the largest GPU window'}); left apart: {left}")
     return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
 
 
@@ -219,7 +229,8 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     kernel-wait and short-kernel thresholds."""
     all_reports, trace_errors = _reports(bundle, params.timeline)
     imported = bundle.manifest.get("end_reason") == "imported"  # its window is the files' own span
-    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle))
+    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle),
+                            _imported_names(bundle) if imported else None)
     job, not_ranks = job_of(reports)
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:

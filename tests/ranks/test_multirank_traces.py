@@ -143,3 +143,17 @@ def test_a_clock_shift_is_an_offset_caveat_not_a_straggler(tmp_path):
     assert all(s["wait_ns"] <= kernels_ns + 1_000 for s in job["stragglers"])
     assert a.signals["gpu.straggler_lag_ms"].value == 0.0
     assert "secondary.straggler_rank" not in {f.rule_id for f in a.findings}
+
+
+def test_explicit_traces_from_different_jobs_form_no_job(tmp_path):
+    # a V100 training rank from April and a CPU-only rank from July of another year: given as
+    # files (not a directory), they still do not belong together, so there is no job of 2 ranks
+    from diagnose.bundle.importers import import_files
+    from kineto_helpers import CPU_ONLY, RANK0, shared
+
+    a = analyse(import_files([shared(RANK0), shared(CPU_ONLY)], tmp_path), None, Fanout(workers=1)).analysis
+    assert a.details["ranks"] is None
+    warning = a.data_quality["traces_apart"]
+    assert "do not belong together" in warning and "window from Unix 1721065960 s" in warning
+    assert warning.endswith(f"left apart: trace-0002.json.gz ({CPU_ONLY})")
+    assert f"reads trace-0001.json.gz ({RANK0})" in warning

@@ -70,7 +70,7 @@ def why_apart(reports: list[TraceReport], groups: list[list[int]]) -> str:
     for g in groups:
         models = sorted({m for j in g for m in reports[j].meta.devices}) or ["no GPU"]
         wins = [w for j in g if (w := _window(reports[j]))]
-        what = "GPU window" if any(reports[j].temporal and reports[j].temporal.span_ns > 0 for j in g) else "window"
+        what = "GPU window" if any((t := reports[j].temporal) is not None and t.span_ns > 0 for j in g) else "window"
         when = f", {what} from Unix {min(w[0] for w in wins) / 1e9:.0f} s" if wins else ""
         parts.append(f"{len(g)} trace(s) on {', '.join(models)}{when}")
     return "; ".join(parts)

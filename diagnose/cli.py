@@ -26,7 +26,9 @@ Exit codes:
   3  capture failed entirely (no collector recorded anything)
   4  internal error: a bug in diagnose (the traceback says where; please report it)
   5  analyze: the per-rank fan-out failed (--scheduler / DASK_SCHEDULER_ADDRESS
-     unreachable or malformed, distributed not installed, a worker died)
+     unreachable or malformed, distributed not installed, a worker died, a worker
+     cannot open the bundle, every task on the cluster failed); the bundle's
+     findings.json/report.md are left as they were, a bundle imported for the run removed
   128+N  signal N: a third one while a capture finishes aborts it (after a line naming
      the bundle and `diagnose analyze BUNDLE`); repeated signals only finish it (exit 0)
 An --export that fails is a warning line; it never changes the exit code.
@@ -426,13 +428,25 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, scheduler: str | None
     and analyse it; a directory that is not a bundle stands for the traces in it (rank-*.json.gz).
     Traces of several ranks of one job get a per-rank table, a straggler table and a job verdict.
     """
+    from diagnose.bundle.importers import is_bundle_input
     from diagnose.pipeline import DocumentsNotWritten, write_documents
-    from diagnose.ranks.fanout import Fanout
+    from diagnose.ranks.fanout import Fanout, FanoutError
     from diagnose.render import render
 
     overrides = load_thresholds(thresholds)  # before FILES become a bundle
     fanout = Fanout(workers=workers, scheduler=scheduler or None)
-    rep = open_report(_bundle_from_inputs(inputs, out, workers), overrides, fanout)
+    try:
+        fanout.check()  # an unusable --scheduler fails before anything is created
+    except FanoutError as exc:
+        raise fail(str(exc), EXIT_FANOUT) from None
+    imported = not is_bundle_input(inputs)
+    bundle = _bundle_from_inputs(inputs, out, workers)
+    try:
+        rep = open_report(bundle, overrides, fanout)
+    except click.exceptions.Exit as exc:
+        if imported and exc.exit_code == EXIT_FANOUT:
+            _discard_import(bundle)
+        raise
     try:
         write_documents(rep)
     except DocumentsNotWritten as exc:
@@ -452,6 +466,19 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, scheduler: str | None
         for f in rep.analysis.findings:
             click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")
     export_report(rep, export_request(exports, export_attrs, export_hold, export_timeout))
+
+
+def _discard_import(bundle: Path) -> None:
+    """Remove the bundle this run imported (its analysis failed: nothing in it to keep). rmtree
+    works through descriptors and never follows a symlink inside the bundle."""
+    import shutil
+
+    try:
+        shutil.rmtree(bundle)
+    except OSError as exc:
+        click.echo(f"diagnose: warning: cannot remove {bundle}: {exc.strerror}; remove it by hand", err=True)
+    else:
+        click.echo(f"bundle: {bundle} removed (its analysis failed)", err=True)
 
 
 def _echo_account(rep) -> None:

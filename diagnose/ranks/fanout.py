@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -58,6 +58,13 @@ class Fanout:
         if n <= 1:
             return [fn(t) for t in tasks]
         return pool_map(fn, tasks, n)
+
+    def check(self) -> None:
+        """Raise SchedulerError now when ``scheduler`` cannot be used (``distributed`` missing, the
+        address malformed, nothing listening): before anything is built for the run. No-op
+        without a scheduler."""
+        if self.scheduler:
+            _reachable(self.scheduler)
 
     def local_workers(self, tasks: int) -> int:
         if self.workers > 0:
@@ -118,22 +125,41 @@ def _probe(address: str) -> None:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
 
 
-def dask_map(address: str, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
-    """``fn`` over ``tasks`` on the Dask cluster whose scheduler listens at ``address``, in order.
-    Raises SchedulerError when ``distributed`` is missing or the scheduler cannot be reached."""
+def _reachable(address: str) -> None:
+    """Raise SchedulerError unless ``distributed`` imports and something listens at ``address``."""
     try:
-        from distributed import Client
+        import distributed  # noqa: F401
     except ImportError:
         raise SchedulerError(f"--scheduler {address} needs the distributed package; install it with "
                              "pip install 'diagnose[dask]', or drop --scheduler to use the local pool") from None
     try:
         _probe(address)  # before a Client exists: a failed Client leaves a 20 s close behind
-        client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        raise SchedulerError(f"cannot reach the Dask scheduler at {address!r} ({why}); start one "
-                             f"(`dask scheduler`) or pass its address as --scheduler tcp://HOST:PORT "
-                             f"(or {SCHEDULER_ENV})") from None
+        _unreachable(address, exc)
+
+
+def _unreachable(address: str, exc: Exception) -> NoReturn:
+    why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+    raise SchedulerError(f"cannot reach the Dask scheduler at {address!r} ({why}); start one "
+                         f"(`dask scheduler`) or pass its address as --scheduler tcp://HOST:PORT "
+                         f"(or {SCHEDULER_ENV})") from None
+
+
+def _connect(address: str) -> Any:
+    """A distributed.Client on the scheduler at ``address``. Raises SchedulerError."""
+    _reachable(address)
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        _unreachable(address, exc)
+
+
+def dask_map(address: str, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
+    """``fn`` over ``tasks`` on the Dask cluster whose scheduler listens at ``address``, in order.
+    Raises SchedulerError when ``distributed`` is missing or the scheduler cannot be reached."""
+    client = _connect(address)
     from distributed import KilledWorker
 
     with client:

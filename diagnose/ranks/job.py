@@ -3,10 +3,18 @@
 Collectives are matched across ranks by (process group, sequence number) when every collective
 of every rank carries one, else by (process group, collective name, occurrence index). For each
 collective matched on at least two ranks: the *last arrival* is the latest start; a rank's *lag*
-is its start minus the median rank's start, its *wait* the last arrival minus its own start. The
-median rank's kernel duration is split into *true communication* (median end minus the last
-arrival: the data moving once everyone is there) and *synchronisation skew* (the rest). Steps
+is its start minus the median rank's start, its *wait* the part of its own collective kernel
+before the last arrival (min(end, last) - start: a rank waits inside NCCL, never longer than its
+kernel ran). The median rank's kernel duration is split into *synchronisation skew* (the ranks'
+median wait) and *true communication* (the rest: data moving once everyone is there). Steps
 (ProfilerStep#N) are matched by number the same way.
+
+Clock offset: a rank whose collectives start at least STRAGGLER_MIN_NS after the others' while
+the others' collective kernels ran less than CLOCK_EXPLAINED of that lag before it arrived (they
+had already finished: physically impossible for a late rank of a blocking collective) has a host
+clock ahead of theirs. It is no straggler: a note says so, and its times are moved back by the
+offset before lags, waits and skew are measured (Kineto stamps each rank's events with its own
+host's clock, baseTimeNanoseconds: nothing in the trace aligns ranks for us).
 
 A rank is a straggler when its lag (collectives or steps, the larger) exceeds the median rank's
 by at least STRAGGLER_MIN_NS and by ROBUST_Z robust deviations (1.4826 x MAD of the ranks' lags;
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
@@ -34,6 +43,7 @@ from diagnose.traces.ranktime import Collective, RankBreakdown
 
 STRAGGLER_MIN_NS = 500_000  # a rank later than the median rank by less than 0.5 ms is not a straggler
 ROBUST_Z = 3.5  # and by at least this many robust deviations of the ranks' lags
+CLOCK_EXPLAINED = 0.5  # a lag the others' collective kernels cover less than half of: a clock offset
 SKEW_BOUND_PCT = 50.0  # skew this share of communication time with no straggler: JobBound.SKEW
 COMM_BOUND_RANKS = 0.5  # more than this share of ranks communication-bound: JobBound.COMMUNICATION
 
@@ -79,38 +89,98 @@ def _lags(groups: Iterable[dict[int, int]]) -> dict[int, list[int]]:
     return out
 
 
+def _waits(g: dict[int, Collective]) -> tuple[int, dict[int, int]]:
+    """The last arrival of one matched collective and each rank's wait for it: the part of its own
+    kernel before the last arrival (``min(end, last) - start``, >= 0). A rank waits inside the
+    collective kernel, so no wait can exceed what that kernel spent."""
+    last = max(c.start_ns for c in g.values())
+    return last, {rank: max(0, min(c.end_ns, last) - c.start_ns) for rank, c in g.items()}
+
+
 def _comm(matched: dict[Hashable, dict[int, Collective]], by: str, single: int
           ) -> tuple[CommSplit | None, dict[int, int], dict[int, int]]:
     wait: dict[int, int] = defaultdict(int)
     last_n: dict[int, int] = defaultdict(int)
-    comm = true = 0
+    comm = skew = 0
     for g in matched.values():
-        last = max(c.start_ns for c in g.values())
+        last, waits = _waits(g)
         for rank, c in g.items():
-            wait[rank] += last - c.start_ns
+            wait[rank] += waits[rank]
             last_n[rank] += c.start_ns == last
         dur = int(median(c.end_ns - c.start_ns for c in g.values()))
-        t = min(dur, max(0, int(median(c.end_ns for c in g.values())) - last))
-        comm, true = comm + dur, true + t
-    split = CommSplit(by, len(matched), single, comm, true, comm - true) if matched else None
+        comm, skew = comm + dur, skew + min(dur, int(median(waits.values())))
+    split = CommSplit(by, len(matched), single, comm, comm - skew, skew) if matched else None
     return split, wait, last_n
 
 
+def _behind(matched: dict[Hashable, dict[int, Collective]], rank: int) -> tuple[int, int] | None:
+    """Medians over the collectives ``rank`` is in of (its start minus the other ranks' median
+    start) and of (how long the other ranks' kernels ran before it arrived: their median). A
+    real straggler makes the others wait inside their collective kernels for as long as it is late."""
+    late, ran = [], []
+    for g in matched.values():
+        me = g.get(rank)
+        if me is not None:
+            others = [c for r, c in g.items() if r != rank]
+            late.append(int(me.start_ns - median(c.start_ns for c in others)))
+            ran.append(int(median(max(0, min(c.end_ns, me.start_ns) - c.start_ns) for c in others)))
+    return (int(median(late)), int(median(ran))) if late else None
+
+
+def _clock_offsets(ranks: list[RankInput], matched: dict[Hashable, dict[int, Collective]]
+                   ) -> dict[int, tuple[int, int]]:
+    """Ranks whose collectives start later than the others' by at least STRAGGLER_MIN_NS while the
+    others' collective kernels ran less than CLOCK_EXPLAINED of that before they arrived: rank ->
+    (offset ns, the others' kernel time before it arrived, ns). Starts that late with the others'
+    kernels already ended are a clock offset between the ranks' hosts, not a straggler."""
+    out = {}
+    for r in ranks:
+        b = _behind(matched, r.rank)
+        if b is not None and b[0] >= STRAGGLER_MIN_NS and b[1] < CLOCK_EXPLAINED * b[0]:
+            out[r.rank] = b
+    return out
+
+
+def _aligned(ranks: list[RankInput], offsets: dict[int, tuple[int, int]]) -> list[RankInput]:
+    """``ranks`` with each offset rank's collectives and step starts moved back by its offset."""
+    out = []
+    for r in ranks:
+        off = offsets.get(r.rank, (0, 0))[0]
+        if off:
+            tl = r.timeline
+            r = replace(r, timeline=replace(
+                tl, collectives=tuple(replace(c, start_ns=c.start_ns - off, end_ns=c.end_ns - off)
+                                      for c in tl.collectives),
+                step_starts=tuple((n, s - off) for n, s in tl.step_starts)))
+        out.append(r)
+    return out
+
+
+def _offset_note(offsets: dict[int, tuple[int, int]]) -> str:
+    parts = ", ".join(f"rank {r} +{off / 1e6:.1f} ms (the others' collective kernels ran {ex / 1e6:.2f} ms before "
+                      "it arrived)" for r, (off, ex) in sorted(offsets.items()))
+    return (f"clock offset between ranks: {parts}; a late rank would make the others wait inside their collective "
+            "kernels for as long as it is late, so these are host clocks that disagree, not stragglers: their "
+            "times were aligned by the offset before the ranks were compared (sync the hosts' clocks, NTP/PTP)")
+
+
 def _stragglers(ranks: list[RankInput], coll_lags: dict[int, list[int]], step_lags: dict[int, list[int]],
-                wait: dict[int, int], last_n: dict[int, int]) -> tuple[StragglerRow, ...]:
+                wait: dict[int, int], last_n: dict[int, int], offsets: dict[int, int]) -> tuple[StragglerRow, ...]:
     def med(v: list[int]) -> int | None:
         return int(median(v)) if v else None
 
     rows = [StragglerRow(r.rank, len(coll_lags.get(r.rank, [])), last_n.get(r.rank, 0),
                          med(coll_lags.get(r.rank, [])), len(step_lags.get(r.rank, [])),
-                         med(step_lags.get(r.rank, [])), wait.get(r.rank, 0), False) for r in ranks]
+                         med(step_lags.get(r.rank, [])), wait.get(r.rank, 0), False,
+                         offsets.get(r.rank)) for r in ranks]
     lags = [s.lag_ns for s in rows]
     mid = median(lags)
     mad = 1.4826 * median(abs(x - mid) for x in lags)
     floor = max(STRAGGLER_MIN_NS, ROBUST_Z * mad if len(rows) > 2 else 0)
     return tuple(StragglerRow(s.rank, s.collectives_matched, s.last_arrivals, s.collective_lag_ns,
                               s.steps_matched, s.step_lag_ns, s.wait_ns,
-                              (s.collectives_matched > 0 or s.steps_matched > 0) and s.lag_ns - mid >= floor)
+                              (s.collectives_matched > 0 or s.steps_matched > 0) and s.lag_ns - mid >= floor
+                              and s.clock_offset_ns is None, s.clock_offset_ns)
                  for s in rows)
 
 
@@ -153,6 +223,11 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
         notes.append(f"rank(s) {off} not on the Unix clock: collectives and steps are not compared across ranks")
         return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes))
     by, matched, single = _matched(ranks)
+    offsets = _clock_offsets(ranks, matched)
+    if offsets:
+        notes.append(_offset_note(offsets))
+        ranks = _aligned(ranks, offsets)
+        by, matched, single = _matched(ranks)
     comm, wait, last_n = _comm(matched, by, single)
     steps: dict[int, dict[int, int]] = defaultdict(dict)
     for r in ranks:
@@ -160,10 +235,12 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
             steps[n].setdefault(r.rank, s)
     step_groups = [g for g in steps.values() if len(g) >= 2]
     coll_lags = _lags({rank: c.start_ns for rank, c in g.items()} for g in matched.values())
-    stragglers = _stragglers(ranks, coll_lags, _lags(step_groups), wait, last_n)
+    stragglers = _stragglers(ranks, coll_lags, _lags(step_groups), wait, last_n,
+                             {r: off for r, (off, _) in offsets.items()})
     if not matched:
         notes.append("no collective kernel matched across ranks (no NCCL/RCCL kernels, or none in common)")
     return JobAnalysis(rows, stragglers, comm, _verdict(rows, stragglers, comm), tuple(notes))
 
 
-__all__ = ["COMM_BOUND_RANKS", "ROBUST_Z", "SKEW_BOUND_PCT", "STRAGGLER_MIN_NS", "analyze_job", "rank_bound"]
+__all__ = ["CLOCK_EXPLAINED", "COMM_BOUND_RANKS", "ROBUST_Z", "SKEW_BOUND_PCT", "STRAGGLER_MIN_NS", "analyze_job",
+           "rank_bound"]

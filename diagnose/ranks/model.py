@@ -64,7 +64,10 @@ class StragglerRow:
     """How late one rank arrives: the median over matched collectives of its start minus the
     median rank's start (``collective_lag_ns``), the same over ProfilerSteps (``step_lag_ns``),
     how often it was the last to arrive, and the time it waited at collectives for the last rank
-    (``wait_ns``, summed)."""
+    (``wait_ns``, summed: the part of its collective kernels before the last arrival, never more
+    than those kernels ran). ``clock_offset_ns``: the rank's starts were late by this much while
+    the others' kernels did not wait for it (a host clock offset; the lags are measured after
+    aligning it), None when not."""
 
     rank: int
     collectives_matched: int
@@ -74,6 +77,7 @@ class StragglerRow:
     step_lag_ns: int | None
     wait_ns: int
     straggler: bool
+    clock_offset_ns: int | None = None  # this rank's clock ahead of the others' by this much (times aligned)
 
     @property
     def lag_ns(self) -> int:
@@ -83,7 +87,8 @@ class StragglerRow:
         return {"rank": self.rank, "collectives_matched": self.collectives_matched,
                 "last_arrivals": self.last_arrivals, "collective_lag_ns": self.collective_lag_ns,
                 "steps_matched": self.steps_matched, "step_lag_ns": self.step_lag_ns,
-                "lag_ns": self.lag_ns, "wait_ns": self.wait_ns, "straggler": self.straggler}
+                "lag_ns": self.lag_ns, "wait_ns": self.wait_ns, "straggler": self.straggler,
+                "clock_offset_ns": self.clock_offset_ns}
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from diagnose.bundle import Bundle
-from diagnose.bundle.streams import GC, SPANS
+from diagnose.bundle.streams import GC, SPANS, TORCH
 from diagnose.model import Signal, missing
-from diagnose.ranks.fanout import current
+from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
 from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
 from diagnose.signals.base import SourceResult, collector_reason
@@ -32,6 +32,8 @@ from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
 from diagnose.signals.trace_tasks import (
+    TraceOutcome,
+    TraceTask,
     bundle_specs,
     device_peak,
     read_member_trace,
@@ -50,17 +52,33 @@ AGENT_THREAD_PREFIX = "diagnose-"
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
     """Every trace of the bundle read and analysed, one task per trace, wherever the current
     fan-out runs them (diagnose/ranks/fanout.py: this process unless the caller chose a pool or a
-    Dask cluster). Raises FanoutError (a worker died, the Dask scheduler is unusable); a trace
-    that cannot be read is an error line, as in this process."""
+    Dask cluster). Raises FanoutError (a worker died, the Dask scheduler is unusable, a worker
+    cannot open the bundle, every task on a Dask cluster failed); a trace that cannot be read is
+    an error line, as in this process."""
     tasks, spec_error = trace_tasks(bundle, options)
     fanout = current()
     if fanout.scheduler is None and fanout.local_workers(len(tasks)) <= 1:
         outcomes = [run_trace_task(t, bundle) for t in tasks]  # the open bundle: no reopening
     else:
         outcomes = fanout.map(run_trace_task, tasks)
+        _check_fanout(fanout, tasks, outcomes)
     errors = [spec_error] if spec_error else []
     errors += [e for o in outcomes for e in o.errors]
     return [o.report for o in outcomes if o.report is not None], errors
+
+
+def _check_fanout(fanout: Fanout, tasks: list[TraceTask], outcomes: list[TraceOutcome]) -> None:
+    """Raise FanoutError when the outcomes say the fan-out, not the traces, failed: a worker could
+    not open the bundle, or every task on a Dask cluster failed (an analysis of nothing)."""
+    where = f"the Dask workers of {fanout.scheduler}" if fanout.scheduler else "a local pool worker"
+    lost = next((o for o in outcomes if o.bundle_unreadable), None)
+    if lost is not None:
+        raise FanoutError(f"{where} cannot open the bundle at {tasks[0].bundle} ({lost.errors[0][:160]}); they "
+                          "must read it at that same path (a shared file system) and import diagnose")
+    if fanout.scheduler and tasks and all(o.report is None for o in outcomes):
+        first = next((e for o in outcomes for e in o.errors), "no report")
+        raise FanoutError(f"every one of the {len(tasks)} trace task(s) failed on {where} (first: {first[:160]}); "
+                          f"check that they read {tasks[0].bundle} at that path, or drop --scheduler")
 
 
 def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
@@ -163,8 +181,14 @@ def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reaso
     return out
 
 
-def _apart(reports: list[TraceReport], reason: str,
-           capture: tuple[int, int] | None) -> tuple[list[TraceReport], dict[str, Any] | None]:
+def _imported_names(bundle: Bundle) -> dict[str, str]:
+    """Member file name -> the name of the file it was imported from (TORCH ``imported_from``)."""
+    return {Path(r["file"]).name: Path(r["imported_from"]).name for r in bundle.stream(TORCH)
+            if isinstance(r.get("file"), str) and isinstance(r.get("imported_from"), str)}
+
+
+def _apart(reports: list[TraceReport], reason: str, capture: tuple[int, int] | None,
+           names: dict[str, str] | None = None) -> tuple[list[TraceReport], dict[str, Any] | None]:
     """Traces that do not belong together (signals/trace_groups.py): the signals read the group
     inside the capture window, else the one with the largest GPU window; every group's own signal
     values go to the details, with a warning."""
@@ -180,9 +204,13 @@ def _apart(reports: list[TraceReport], reason: str,
                                        "coverage": {"host_span_ns": r.tables["coverage"]["host_span_ns"]}}
                                       for r in (reports[j] for j in g)],
                      "signals": {n: s.value for n, s in sig.items() if s.value is not None}})
+    def named(files: list[str]) -> str:
+        return ", ".join(f"{f} ({names[f]})" if names and f in names else f for f in files)
+
+    left = "; ".join(named(r["files"]) for r in rows[1:])
     warning = (f"{len(reports)} torch traces do not belong together ({why_apart(reports, groups)}): each group "
-               f"is analysed on its own; the verdict reads {', '.join(rows[0]['files'])} "
-               f"({'inside the capture window' if capture else 'the largest GPU window'})")
+               f"is analysed on its own; the verdict (and a job of several ranks) reads {named(rows[0]['files'])} "
+               f"({'inside the capture window' if capture else 'the largest GPU window'}); left apart: {left}")
     return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
 
 
@@ -201,7 +229,8 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     kernel-wait and short-kernel thresholds."""
     all_reports, trace_errors = _reports(bundle, params.timeline)
     imported = bundle.manifest.get("end_reason") == "imported"  # its window is the files' own span
-    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle))
+    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle),
+                            _imported_names(bundle) if imported else None)
     job, not_ranks = job_of(reports)
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:

@@ -1,10 +1,11 @@
 """Which torch traces of a bundle belong together (ranks or windows of one job) and which do not.
 
-Traces belong together when they ran on the same GPU model and their GPU windows lie within
-MAX_GAP_NS of each other on the Unix clock (ranks of one job run at the same time; the agent's
-consecutive profiler windows of one capture follow each other within seconds). Traces that do
-not are analysed one group at a time: blending a V100 trace from March with an A100 trace from
-May into one verdict says nothing about either. Pure: input is the TraceReports.
+Traces belong together when they ran on the same GPU model and their GPU windows (a CPU-only
+trace: its host window) lie within MAX_GAP_NS of each other on the Unix clock (ranks of one job
+run at the same time; the agent's consecutive profiler windows of one capture follow each other
+within seconds). Traces that do not are analysed one group at a time: blending a V100 trace from
+March with an A100 trace from May into one verdict says nothing about either; only the group the
+verdict reads can form a job of several ranks (diagnose/ranks). Pure: input is the TraceReports.
 """
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ MAX_GAP_NS = 600 * 10**9  # no capture spans ten minutes between two of its wind
 
 
 def _window(r: TraceReport) -> tuple[int, int] | None:
+    """The trace's GPU window on the Unix clock, else (a CPU-only trace) its host window: a trace
+    without GPU events still ran at a time, and never belongs with a job run months apart."""
+    if not r.meta.unix_clock:
+        return None
     t = r.temporal
-    return (t.first_start_ns, t.last_end_ns) if r.meta.unix_clock and t is not None and t.span_ns > 0 else None
+    if t is not None and t.span_ns > 0:
+        return t.first_start_ns, t.last_end_ns
+    cov = r.tables.get("coverage") or {}
+    start, span = cov.get("host_start_ns"), cov.get("host_span_ns")
+    return (start, start + span) if type(start) is int and type(span) is int and span > 0 else None
 
 
 def _models(r: TraceReport) -> frozenset[str]:
@@ -61,7 +70,8 @@ def why_apart(reports: list[TraceReport], groups: list[list[int]]) -> str:
     for g in groups:
         models = sorted({m for j in g for m in reports[j].meta.devices}) or ["no GPU"]
         wins = [w for j in g if (w := _window(reports[j]))]
-        when = f", GPU window from Unix {min(w[0] for w in wins) / 1e9:.0f} s" if wins else ""
+        what = "GPU window" if any((t := reports[j].temporal) is not None and t.span_ns > 0 for j in g) else "window"
+        when = f", {what} from Unix {min(w[0] for w in wins) / 1e9:.0f} s" if wins else ""
         parts.append(f"{len(g)} trace(s) on {', '.join(models)}{when}")
     return "; ".join(parts)
 

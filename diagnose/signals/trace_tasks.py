@@ -89,6 +89,7 @@ class TraceOutcome:
 
     report: TraceReport | None
     errors: tuple[str, ...] = ()
+    bundle_unreadable: bool = False  # the process that ran the task could not open the bundle (where it ran)
 
 
 def run_trace_task(task: TraceTask, bundle: Bundle | None = None) -> TraceOutcome:
@@ -97,6 +98,9 @@ def run_trace_task(task: TraceTask, bundle: Bundle | None = None) -> TraceOutcom
     bundle: the outcome says why."""
     try:
         bundle = bundle or Bundle.open(Path(task.bundle))
+    except BundleError as exc:  # about the process (its file system, its cwd), not the trace
+        return TraceOutcome(None, (str(exc),), bundle_unreadable=True)
+    try:
         trace = read_member_trace(bundle, bundle.path / task.member, task.base_time_ns)
     except (BundleError, TraceReadError) as exc:
         return TraceOutcome(None, (str(exc),))
@@ -108,9 +112,12 @@ def run_trace_task(task: TraceTask, bundle: Bundle | None = None) -> TraceOutcom
 
 
 def trace_tasks(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceTask], str | None]:
-    """One task per trace of ``bundle`` (trace_files order) and the gpu_specs.json problem, if any."""
+    """One task per trace of ``bundle`` (trace_files order) and the gpu_specs.json problem, if any.
+    The tasks name the bundle by its absolute, resolved path: a worker elsewhere (another cwd)
+    reads the same directory."""
     specs, spec_error = bundle_specs(bundle)
-    return [TraceTask(str(bundle.path), path.relative_to(bundle.path).as_posix(),
+    where = str(bundle.path.resolve())
+    return [TraceTask(where, path.relative_to(bundle.path).as_posix(),
                       base if type(base) is int else None, options, specs)
             for path, base in trace_files(bundle)], spec_error
 

@@ -113,14 +113,15 @@ def analyze_trace(trace: KinetoTrace, peak_of: PeakLookup | None = None,
     ig = (idle_gaps(view, window, options.gap_min_ns) if view.has_gpu
           else torch_op_gaps(view, options.host_gap_min_ns))
     peak = next((p for p in map(peak_of, trace.meta.device_props) if p), None) if peak_of else None
-    host_span = _host_span(view)
+    host = _host_window(view)
+    host_span = host[1] - host[0] if host else None
     tables = {
         "kernel_categories": category_breakdown(view),
         "top_kernels": top_kernels(view),
         "memcpy": memcpy_breakdown(view),
         "launches": launch_stats(view, options.short_kernel_ns),
         "syncs": sync_stats(view, host_span),
-        "coverage": _coverage(temporal, host_span),
+        "coverage": {**_coverage(temporal, host_span), "host_start_ns": host[0] if host else None},
         "steps": step_stats(view),
         "training_ops_pct": training_ops_pct(view, host_span),
         "comm_overlap": comm_overlap(view, window),
@@ -144,13 +145,14 @@ def _coverage(temporal: TemporalBreakdown | None, host_span_ns: int | None) -> d
     return {"host_span_ns": host_span_ns, "kernel_window_ns": window, "kernel_window_pct": pct}
 
 
-def _host_span(view: TraceView) -> int | None:
-    """First to last host event, torch ops and CUDA runtime calls alike: a trailing
-    cudaDeviceSynchronize lies outside every op and must not push blocked time past 100%."""
+def _host_window(view: TraceView) -> tuple[int, int] | None:
+    """(first start, last end) of the host events, torch ops and CUDA runtime calls alike, in the
+    trace's ns: a trailing cudaDeviceSynchronize lies outside every op and must not push blocked
+    time past 100%. None without host events."""
     parts = [t for t in (view.cpu, view.runtime) if len(t)]
     if not parts:
         return None
-    return int(max(t["end_ns"].max() for t in parts) - min(t["start_ns"].min() for t in parts))
+    return int(min(t["start_ns"].min() for t in parts)), int(max(t["end_ns"].max() for t in parts))
 
 
 __all__ = ["TimelineOptions", "TraceReport", "analyze_trace"]

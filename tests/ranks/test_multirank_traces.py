@@ -121,3 +121,39 @@ def test_trace_dir_lists_regular_traces_only_and_a_bundle_stays_a_bundle(tmp_pat
     (empty / "x.json").symlink_to(tmp_path / "rank-0.json")
     with pytest.raises(ImportFailed, match="no regular"):
         trace_dir_files(empty)
+
+
+def test_a_clock_shift_is_an_offset_caveat_not_a_straggler(tmp_path):
+    # every timestamp of rank 2 moved by 20 ms and nothing else: the others' collective kernels
+    # (0.01-6 ms) end before rank 2 "arrives", so nobody waited for it: its host clock is ahead
+    from diagnose.bundle.importers import import_files
+
+    paths = derive_ranks(load(NCCL), tmp_path, world=3, straggler=2, clock_shift_us=LAG_US)
+    (tmp_path / "out").mkdir()
+    a = analyse(import_files(paths, tmp_path / "out"), None, Fanout(workers=1)).analysis
+    job = a.details["ranks"]
+    assert not any(s["straggler"] for s in job["stragglers"]) and job["verdict"]["bound"] != "straggler"
+    s2 = next(s for s in job["stragglers"] if s["rank"] == 2)
+    assert s2["clock_offset_ns"] == pytest.approx(LAG_US * 1e3, abs=50_000)
+    assert abs(s2["collective_lag_ns"]) < 100_000 and abs(s2["step_lag_ns"]) < 100_000  # aligned before comparing
+    assert any(n.startswith("clock offset between ranks: rank 2 +20.0 ms") for n in job["notes"])
+    # no rank's wait exceeds what its collective kernels ran (46.9 ms over 21 in this trace)
+    kernels_ns = sum(e["dur"] for e in load(NCCL)["traceEvents"]
+                     if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("nccl")) * 1e3
+    assert all(s["wait_ns"] <= kernels_ns + 1_000 for s in job["stragglers"])
+    assert a.signals["gpu.straggler_lag_ms"].value == 0.0
+    assert "secondary.straggler_rank" not in {f.rule_id for f in a.findings}
+
+
+def test_explicit_traces_from_different_jobs_form_no_job(tmp_path):
+    # a V100 training rank from April and a CPU-only rank from July of another year: given as
+    # files (not a directory), they still do not belong together, so there is no job of 2 ranks
+    from diagnose.bundle.importers import import_files
+    from kineto_helpers import CPU_ONLY, RANK0, shared
+
+    a = analyse(import_files([shared(RANK0), shared(CPU_ONLY)], tmp_path), None, Fanout(workers=1)).analysis
+    assert a.details["ranks"] is None
+    warning = a.data_quality["traces_apart"]
+    assert "do not belong together" in warning and "window from Unix 1721065960 s" in warning
+    assert warning.endswith(f"left apart: trace-0002.json.gz ({CPU_ONLY})")
+    assert f"reads trace-0001.json.gz ({RANK0})" in warning

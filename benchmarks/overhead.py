@@ -1,5 +1,6 @@
-"""The cost of being observed, side by side: the same traced torch service (overhead_service.py,
-started under `diagnose run`, its agent idle until attached) under a fixed load, with and without
+"""The cost of being observed, side by side: the demo's served torch model (aiohttp, OpenTelemetry
+stage spans, batching model worker: `python -m diagnose.demo.server --scenario healthy`, started
+under `diagnose run`, its agent idle until attached) under a fixed load, with and without
 diagnose, conditions alternated every round.
 
 Conditions: none | attach (external collectors: py-spy, process; --skip agent) | attach + agent
@@ -12,7 +13,7 @@ reference, and diagnose's own CPU (its threads + py-spy, from each bundle's mani
 
     python benchmarks/overhead.py --seconds 10 --rounds 3
 
-Needs torch and opentelemetry-sdk (the dev extra) and py-spy; Linux for taskset.
+Needs the demo extra (torch, aiohttp) or the dev extra, and py-spy; Linux for taskset.
 """
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from diagnose.demo.openloop import demo_body, run_open_loop
+from diagnose.demo.bodies import request_body
+from diagnose.demo.openloop import run_open_loop
 
-HERE = Path(__file__).resolve().parent
+SCENARIO = "healthy"  # batched, below capacity at its own QPS: the closed loop then saturates it
 CONDITIONS = {
     "none": None,
     "attach": ["--skip", "agent"],
@@ -51,13 +53,15 @@ def service(cpus: str | None) -> Iterator[tuple[int, str]]:
     runtime = tempfile.mkdtemp(prefix="dg-bench-")
     env = {**os.environ, "XDG_RUNTIME_DIR": runtime, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([*_taskset(cpus), sys.executable, "-m", "diagnose", "run", "--", sys.executable,
-                             str(HERE / "overhead_service.py")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env,
+                             "-m", "diagnose.demo.server", "--scenario", SCENARIO, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                             start_new_session=True)
     try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line.startswith("LISTENING"):
-            raise SystemExit(f"service did not start: {line!r}")
+        line = ""
+        while proc.stdout and not line.startswith("LISTENING"):
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("the demo server did not start (is the demo extra installed?)")
         yield proc.pid, f"http://127.0.0.1:{line.split()[1]}/predict"
     finally:
         proc.terminate()
@@ -67,14 +71,15 @@ def service(cpus: str | None) -> Iterator[tuple[int, str]]:
 
 def closed_loop(url: str, seconds: float, clients: int, cpus: str | None) -> dict:
     out = subprocess.run([*_taskset(cpus), sys.executable, "-m", "diagnose.demo.loadgen", "--url",
-                          url.rsplit("/", 1)[0], "--clients", str(clients), "--max-seconds", str(seconds)],
+                          url.rsplit("/", 1)[0], "--clients", str(clients), "--max-seconds", str(seconds),
+                          "--scenario", SCENARIO],
                          capture_output=True, text=True, timeout=seconds + 60).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return {"qps": r["qps"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"]}
 
 
 def open_loop(url: str, seconds: float, rate: float) -> dict:
-    r = run_open_loop(url, rate, seconds, warmup_s=0.5, drain_s=2.0, body=demo_body(), connections=32)
+    r = run_open_loop(url, rate, seconds, warmup_s=0.5, drain_s=2.0, body=request_body(SCENARIO), connections=32)
     return {"qps": r.achieved_qps, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
 
 

@@ -1,4 +1,7 @@
-"""Closed-loop load generator for the demo service: N keep-alive clients on 127.0.0.1.
+"""Closed-loop load generator for the demo services: N keep-alive clients on 127.0.0.1.
+
+The body is the numpy service's (``{"inputs": batch x 256 floats}``, diagnose/demo/service.py) or,
+with ``--scenario NAME``, that scenario's of the aiohttp demo server (diagnose/demo/bodies.py).
 
 Bounded in time (``--max-seconds``) and count (``--max-requests``); on SIGTERM or when a bound is
 reached it prints one JSON line of stats (requests, errors, QPS, P50/P99 latency in ms).
@@ -17,13 +20,21 @@ from urllib.parse import urlsplit
 import numpy as np
 
 
-def client(host: str, port: int | None, batch: int, stop: threading.Event, lat_ms: list[float],
+def bodies_for(batch: int, scenario: str | None) -> list[bytes]:
+    """A handful of pre-encoded bodies: the client must stay cheap so the service is what we measure."""
+    if scenario is not None:
+        from diagnose.demo.bodies import request_body
+
+        return [request_body(scenario, seed) for seed in range(8)]
+    rng = random.Random()
+    return [json.dumps({"inputs": [[rng.random() for _ in range(256)] for _ in range(batch)]}).encode()
+            for _ in range(8)]
+
+
+def client(host: str, port: int | None, bodies: list[bytes], stop: threading.Event, lat_ms: list[float],
            errors: list[int], budget: list[int], lock: threading.Lock) -> None:
     conn = http.client.HTTPConnection(host, port, timeout=10)
     rng = random.Random()
-    # A handful of pre-encoded bodies: the client must stay cheap so the service is what we measure.
-    bodies = [json.dumps({"inputs": [[rng.random() for _ in range(256)] for _ in range(batch)]})
-              for _ in range(8)]
     while not stop.is_set():
         with lock:
             if budget[0] <= 0:
@@ -54,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--max-seconds", type=float, default=600.0)
     ap.add_argument("--max-requests", type=int, default=1_000_000)
+    ap.add_argument("--scenario", help="Send this demo-server scenario's bodies (diagnose.demo.server).")
     args = ap.parse_args(argv)
     url = urlsplit(args.url)
     if url.hostname is None:
@@ -66,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     lock = threading.Lock()
     budget = [args.max_requests]
     t0 = time.monotonic()
-    threads = [threading.Thread(target=client, args=(url.hostname, url.port, args.batch, stop, lat, errors, budget,
+    bodies = bodies_for(args.batch, args.scenario)
+    threads = [threading.Thread(target=client, args=(url.hostname, url.port, bodies, stop, lat, errors, budget,
                                                      lock), daemon=True) for _ in range(args.clients)]
     for t in threads:
         t.start()

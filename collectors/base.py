@@ -90,6 +90,7 @@ class ThreadedCollector(Collector):
         self._error: BaseException | None = None
         self._partial_reason: str | None = None
         self._streams: list[str] = []
+        self._abandoned = False  # stop() gave up waiting for the thread: it must write nothing more
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self._setup(target, options, bundle)
@@ -119,6 +120,10 @@ class ThreadedCollector(Collector):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+            if self._thread.is_alive():  # a tick still busy: the capture's end is not held for it
+                self._abandoned = True
+                self._partial_reason = (f"still busy after the {timeout_s:g} s stop timeout (a reading "
+                                        f"that took too long): left running, its last reading not recorded")
         self._teardown()
         if self._error is not None:
             state = CollectorState.PARTIAL if self.counts().get("records") else CollectorState.FAILED

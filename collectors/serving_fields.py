@@ -15,7 +15,11 @@ name, less ``_total`` or a histogram suffix, is one of them; no HELP or ``_creat
 prometheus_client's text parser, in chunks; a
 chunk that does not parse is parsed line by line and the lines it rejects are reported as garbage.
 Everything on the page is the target's hostile input: lines parsed, malformed lines, series,
-buckets and labels are capped (prometheus_client's parser takes ~0.1 ms a line).
+buckets and labels are capped (prometheus_client's parser takes ~0.1 ms a line). A line longer than
+MAX_PARSE_LINE_CHARS or with more than MAX_PARSE_LABELS labels never reaches the parser (its label
+parser is superlinear: one 340 KB line of 32k labels costs 2 s of CPU, a 4 MiB line minutes): it
+is counted as garbage. The series kept per metric (MAX_SERIES_PER_METRIC) are the first by sorted
+labels, not by page order, so a reordered page keeps the same series.
 """
 from __future__ import annotations
 
@@ -132,6 +136,8 @@ MAX_GARBAGE = 50  # rejected lines after which the rest of a page is left
 MAX_PARSED_LINES = 10_000  # lines of engine metrics parsed per page (vLLM: ~300 per model and engine)
 CHUNK_LINES = 200
 MAX_LINE_CHARS = 160
+MAX_PARSE_LINE_CHARS = 4096  # a longer engine line is garbage, never parsed (vLLM's longest: ~300)
+MAX_PARSE_LABELS = 64  # an engine line with more labels (counted as '=' signs) is garbage, never parsed
 INF = "+Inf"  # the +Inf bucket's bound as the stream writes it (JSON has no infinity)
 
 
@@ -233,6 +239,26 @@ def _families(lines: list[str], page: Page) -> list[Any]:
     return out
 
 
+def _too_long(line: str) -> bool:
+    """A line the parser must not see: over MAX_PARSE_LINE_CHARS, or more than MAX_PARSE_LABELS
+    labels (an upper bound: every '=' counted, those inside label values too)."""
+    return len(line) > MAX_PARSE_LINE_CHARS or line.count("=") > MAX_PARSE_LABELS
+
+
+def _screen(lines: list[str], page: Page) -> list[str]:
+    """``lines`` less those ``_too_long`` for the parser, each counted and quoted as garbage."""
+    kept = []
+    for n, line in enumerate(lines, 1):
+        if not _too_long(line):
+            kept.append(line)
+            continue
+        page.garbage += 1
+        if len(page.garbage_lines) < MAX_GARBAGE_KEPT:
+            page.garbage_lines.append(f"{n}: {line[:MAX_LINE_CHARS]} ... ({len(line)} chars, over "
+                                      f"{MAX_PARSE_LINE_CHARS} chars or {MAX_PARSE_LABELS} labels: not parsed)")
+    return kept
+
+
 def _labels(labels: dict[str, str]) -> dict[str, str]:
     items = sorted((k, v) for k, v in labels.items() if k != "le")[:MAX_LABELS]
     return {k[:MAX_LABEL_CHARS]: v[:MAX_LABEL_CHARS] for k, v in items}
@@ -246,26 +272,23 @@ def _le(value: str | None) -> float | None:
     return None if le is None or math.isnan(le) else le
 
 
+_Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
 class _Builder:
-    """Series of one page, keyed by (metric, labels), under the caps."""
+    """Series of one page, keyed by (metric, labels); the caps are applied by ``kept`` once the
+    page is read, in sorted label order (the same series whatever the page's order)."""
 
     def __init__(self, page: Page):
         self.page = page
-        self.series: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
-        self.per_metric: dict[str, int] = {}
+        self.series: dict[_Key, dict[str, Any]] = {}
 
-    def get(self, name: str, labels: dict[str, str]) -> dict[str, Any] | None:
+    def get(self, name: str, labels: dict[str, str]) -> dict[str, Any]:
         lab = _labels(labels)
         key = (name, tuple(lab.items()))
         rec = self.series.get(key)
-        if rec is not None:
-            return rec
-        if len(self.series) >= MAX_SERIES or self.per_metric.get(name, 0) >= MAX_SERIES_PER_METRIC:
-            self.page.dropped += 1
-            return None
-        self.per_metric[name] = self.per_metric.get(name, 0) + 1
-        rec = {"name": name, "labels": lab}
-        self.series[key] = rec
+        if rec is None:
+            rec = self.series[key] = {"name": name, "labels": lab}
         return rec
 
     def add(self, sample: Any) -> None:
@@ -279,8 +302,6 @@ class _Builder:
             self.page.dropped += 1
             return
         rec = self.get(name, sample.labels)
-        if rec is None:
-            return
         if part == "bucket":
             buckets = rec.setdefault("buckets", [])
             if len(buckets) >= MAX_BUCKETS:
@@ -289,6 +310,20 @@ class _Builder:
             buckets.append([le if math.isfinite(le) else INF, value])
         else:
             rec[part] = value
+
+    def kept(self) -> list[dict[str, Any]]:
+        """The series under the caps: per metric the first MAX_SERIES_PER_METRIC by sorted labels,
+        then the first MAX_SERIES by (metric, labels); the rest counted in ``dropped``."""
+        out: list[dict[str, Any]] = []
+        per_metric: dict[str, int] = {}
+        for key in sorted(self.series):
+            name = key[0]
+            if len(out) >= MAX_SERIES or per_metric.get(name, 0) >= MAX_SERIES_PER_METRIC:
+                self.page.dropped += 1
+                continue
+            per_metric[name] = per_metric.get(name, 0) + 1
+            out.append(self.series[key])
+        return out
 
 
 def read_page(text: str) -> Page:
@@ -305,10 +340,10 @@ def read_page(text: str) -> Page:
         page.garbage_lines.append(f"{len(relevant)} lines of engine metrics: only the first {MAX_PARSED_LINES} read")
         relevant = relevant[:MAX_PARSED_LINES]
     builder = _Builder(page)
-    for family in _families(relevant, page):
+    for family in _families(_screen(relevant, page), page):
         for sample in family.samples:
             builder.add(sample)
-    for rec in builder.series.values():
+    for rec in builder.kept():
         if "buckets" in rec:
             rec["buckets"].sort(key=lambda b: float(b[0]))
         if "value" in rec or "buckets" in rec or "count" in rec:

@@ -16,6 +16,7 @@ the page was read. The first raw page is kept as the first file of SERVING_RAW.
 """
 from __future__ import annotations
 
+import re
 import time
 import urllib.parse
 from typing import Any
@@ -31,6 +32,7 @@ PERIOD_S = 1.0
 MAX_CPU_SHARE = 0.1  # a scrape that took longer than this share of the period delays the next ones
 TIMEOUT_S = 2.0  # the whole GET, connect to last byte
 MAX_BYTES = 4 << 20
+STOP_TIMEOUT_S = TIMEOUT_S + 1.0  # the capture's end waits no longer for a scrape under way
 USAGE = ("--metrics expects http(s)://HOST[:PORT][/path] or :PORT[/path] (127.0.0.1), e.g. "
          "http://127.0.0.1:8000/metrics (a vLLM, SGLang, Triton or TGI /metrics endpoint)")
 NOT_REQUESTED = "not requested: pass --metrics URL of the serving engine's Prometheus /metrics"
@@ -42,15 +44,22 @@ class ScrapeError(Exception):
 
 def parse_metrics_url(value: str) -> str:
     """The URL to scrape (path defaults to /metrics; ``:PORT[/path]`` means http://127.0.0.1:PORT).
-    Raises ValueError naming the fix."""
+    Raises ValueError naming the fix: not http(s), no host, a port that is not a number in 1..65535,
+    or credentials in the URL (``user:secret@``: refused, so that they are never printed nor
+    written into the bundle)."""
     value = value.strip()
     if value.startswith(":"):
         value = "http://127.0.0.1" + value
     parts = urllib.parse.urlsplit(value)
+    if "@" in parts.netloc:
+        raise ValueError("--metrics: credentials in the URL (user:password@) are refused, so that they are never "
+                         "shown nor stored; expose the engine's /metrics without auth on a local port")
     try:
-        _ = parts.port  # raises ValueError on a port that is not a number in 0..65535
+        port = parts.port  # raises ValueError on a port that is not a number in 0..65535
     except ValueError:
-        raise ValueError(f"{USAGE}; got {value!r}") from None
+        port = -1
+    if port == -1 or port == 0 or not re.fullmatch(r"[^:]*(:[0-9]{1,5})?|\[[^\]]*\](:[0-9]{1,5})?", parts.netloc):
+        raise ValueError(f"{USAGE}; the port must be a number in 1-65535, got {value!r}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{USAGE}; got {value!r}")
     return urllib.parse.urlunsplit(parts._replace(path=parts.path or "/metrics", fragment=""))
@@ -84,8 +93,13 @@ def scrape_record(t_ns: int, dur_ns: int, page: Page) -> dict[str, Any]:
 
 
 class ServingMetricsCollector(ThreadedCollector):
+    """Scrapes in its own thread; ``stop`` waits at most STOP_TIMEOUT_S for a scrape under way (one
+    GET is bounded by TIMEOUT_S, its parse by serving_fields' line caps) and otherwise ends PARTIAL,
+    the scrape left to finish unrecorded."""
+
     name = "serving"
     period_s = PERIOD_S
+    stop_timeout_s = STOP_TIMEOUT_S
 
     def __init__(self) -> None:
         super().__init__()
@@ -143,10 +157,14 @@ class ServingMetricsCollector(ThreadedCollector):
         try:
             page = read_page(self._probed().fetch())
         except ScrapeError as exc:
+            if self._abandoned:
+                return False
             self._errors += 1
             self._out.write({"kind": "error", "t_ns": time.time_ns(), "reason": str(exc)})
             self._partial_reason = f"{self._errors} scrape(s) failed, last: {exc}"
             return True
+        if self._abandoned:  # stop() gave up on this scrape: the stream is closed
+            return False
         self._throttle(t0, time.thread_time_ns() - cpu0)
         self._write(time.time_ns(), time.monotonic_ns() - t0, page)
         return True

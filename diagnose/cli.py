@@ -177,16 +177,38 @@ def _check_exports(ctx, param, values: tuple[str, ...]):
     missing = otlp_missing() if any(t.kind is ExportKind.OTLP for t in targets) else None
     if missing:
         raise click.BadParameter(missing)
+    conflict = _label_conflict([]) if targets else None  # OTEL_RESOURCE_ATTRIBUTES's keys
+    if conflict:
+        raise click.BadParameter(f"{conflict} (in OTEL_RESOURCE_ATTRIBUTES)")
     return targets
+
+
+def _label_conflict(keys: list[str]) -> str | None:
+    """``label_conflict`` of ``keys`` with the derived resource keys and OTEL_RESOURCE_ATTRIBUTES /
+    OTEL_SERVICE_NAME's (read only when set: the SDK is imported then)."""
+    import os
+
+    from diagnose.export.targets import DERIVED_KEYS, label_conflict
+
+    env: list[str] = []
+    if os.environ.get("OTEL_RESOURCE_ATTRIBUTES") or os.environ.get("OTEL_SERVICE_NAME"):
+        from diagnose.export.run import environment_attributes
+
+        env = list(environment_attributes())
+    return label_conflict(dict.fromkeys([*DERIVED_KEYS, *env, *keys]))
 
 
 def _check_attrs(ctx, param, values: tuple[str, ...]) -> dict[str, str]:
     from diagnose.export.targets import parse_attr
 
     try:
-        return dict(parse_attr(v) for v in values)
+        attrs = dict(parse_attr(v) for v in values)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    conflict = _label_conflict(list(attrs)) if attrs else None
+    if conflict:
+        raise click.BadParameter(conflict)
+    return attrs
 
 
 def _check_metrics(ctx, param, value: str | None) -> str | None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import requests
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -42,6 +44,7 @@ from diagnose.export.snapshot import Snapshot
 from diagnose.model import Severity
 
 TIMEOUT_S = 5.0  # per signal, retries included (the exporter backs off within it)
+DEADLINE_SLACK_S = 2.0  # send()'s deadline beyond both signals' timeouts: the SDK's set-up and flush
 SDK_LOGGER = "opentelemetry"  # the SDK and its exporters log below it
 
 
@@ -68,25 +71,62 @@ class OtlpSent:
     log_records: int
 
 
+def deadline_s(timeout_s: float) -> float:
+    """The most one ``send`` takes, in seconds: metrics and logs ``timeout_s`` each, plus the SDK's
+    set-up and flush."""
+    return 2 * timeout_s + DEADLINE_SLACK_S
+
+
 def send(snap: Snapshot, base_url: str, timeout_s: float = TIMEOUT_S) -> OtlpSent:
     """Send ``snap`` to the OTLP/HTTP receiver at ``base_url``: metrics, then logs (not tried when
-    the metrics could not even connect: the same receiver). Raises ExportFailed naming what went
-    wrong (connection refused, no answer within ``timeout_s`` seconds, an HTTP status and reason)."""
+    the metrics could not even connect: the same receiver). Returns within ``deadline_s(timeout_s)``
+    seconds whatever the receiver does (the SDK's own timeout is per socket read: a receiver that
+    trickles its answer would hold it for hours): the export runs in a daemon thread, left behind
+    at the deadline (it cannot keep the process alive; the SDK providers register no atexit
+    shutdown). Raises ExportFailed naming what went wrong (connection refused, no answer within
+    ``timeout_s`` seconds, an answer not finished by the deadline, an HTTP status and reason: any
+    status but 2xx, a redirect included, which is never followed)."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["sent"] = _send(snap, base_url, timeout_s, errors)
+        except ExportFailed as exc:
+            box["failed"] = exc
+        except Exception as exc:  # the SDK's failure, reported in the caller's thread
+            box["failed"] = ExportFailed(f"{base_url}: {type(exc).__name__}: {exc}"[:300], FIX_CONNECT)
+        finally:
+            done.set()
+
+    with _sdk_errors() as errors:
+        worker = threading.Thread(target=run, name="diagnose-otlp-export", daemon=True)
+        worker.start()
+        finished = done.wait(deadline_s(timeout_s))
+    if not finished:
+        raise ExportFailed(f"the receiver at {base_url} had not finished answering after {deadline_s(timeout_s):g} s "
+                           f"(export abandoned)", FIX_TIMEOUT)
+    if "failed" in box:
+        raise box["failed"]
+    sent: OtlpSent = box["sent"]
+    return sent
+
+
+def _send(snap: Snapshot, base_url: str, timeout_s: float, errors: list[str]) -> OtlpSent:
     resource = Resource.create(dict(snap.resource))
     failed: list[str] = []
     points = records = 0
-    with _sdk_errors() as errors:
+    try:
+        points = _send_metrics(snap, resource, f"{base_url}/v1/metrics", timeout_s, errors)
+    except ExportFailed as exc:
+        failed.append(str(exc))
+    if failed and not _http_status(errors):
+        failed.append("logs not sent (the same receiver)")
+    else:
         try:
-            points = _send_metrics(snap, resource, f"{base_url}/v1/metrics", timeout_s, errors)
+            records = _send_logs(snap, resource, f"{base_url}/v1/logs", timeout_s, errors)
         except ExportFailed as exc:
             failed.append(str(exc))
-        if failed and not _http_status(errors):
-            failed.append("logs not sent (the same receiver)")
-        else:
-            try:
-                records = _send_logs(snap, resource, f"{base_url}/v1/logs", timeout_s, errors)
-            except ExportFailed as exc:
-                failed.append(str(exc))
     if failed:
         answered = any(": HTTP " in f for f in failed)  # the receiver is there; it refused
         silent = any(NO_ANSWER in f for f in failed)  # something listens there; it never answered
@@ -94,9 +134,32 @@ def send(snap: Snapshot, base_url: str, timeout_s: float = TIMEOUT_S) -> OtlpSen
     return OtlpSent(points, records)
 
 
+class _Session(requests.Session):
+    """The exporters' HTTP session: every answer that is not 2xx (a 3xx too, which the SDK counts
+    as delivered; redirects are never followed) is logged as an export failure in the SDK's words
+    (``code: N, reason: R``, what ``_http_status`` reads) and sets ``refused``."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__()
+        self.max_redirects = 0
+        self.refused = False
+        self._errors = errors
+        self.hooks["response"].append(self._seen)
+
+    def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> requests.Response:
+        kwargs["allow_redirects"] = False
+        return super().request(method, url, *args, **kwargs)
+
+    def _seen(self, resp: requests.Response, *args: Any, **kwargs: Any) -> None:
+        if not 200 <= resp.status_code < 300:
+            self.refused = True
+            where = f" (to {resp.headers.get('Location', '')[:120]}: not followed)" if resp.is_redirect else ""
+            self._errors.append(f"code: {resp.status_code}, reason: {resp.reason}{where}")
+
+
 def _send_metrics(snap: Snapshot, resource: Resource, url: str, timeout_s: float, errors: list[str]) -> int:
     reader = InMemoryMetricReader()
-    provider = MeterProvider(resource=resource, metric_readers=[reader])
+    provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
     try:
         meter = provider.get_meter("diagnose")
         gauges: dict[tuple[str, str], Any] = {}
@@ -110,10 +173,12 @@ def _send_metrics(snap: Snapshot, resource: Resource, url: str, timeout_s: float
         provider.shutdown()
     if data is not None and snap.time_ns is not None:
         data = stamped(data, snap.time_ns)
-    exporter = OTLPMetricExporter(endpoint=url, timeout=timeout_s)
     del errors[:]
+    session = _Session(errors)
+    exporter = OTLPMetricExporter(endpoint=url, timeout=timeout_s, session=session)
     try:
-        if data is None or exporter.export(data, timeout_millis=timeout_s * 1e3) is not MetricExportResult.SUCCESS:
+        if (data is None or exporter.export(data, timeout_millis=timeout_s * 1e3) is not MetricExportResult.SUCCESS
+                or session.refused):
             raise ExportFailed(_cause("metrics", url, errors, timeout_s))
     finally:
         exporter.shutdown()
@@ -142,8 +207,9 @@ def _send_logs(snap: Snapshot, resource: Resource, url: str, timeout_s: float, e
     if not snap.findings:
         return 0
     del errors[:]
-    exporter = _Recording(OTLPLogExporter(endpoint=url, timeout=timeout_s))
-    provider = LoggerProvider(resource=resource)
+    session = _Session(errors)
+    exporter = _Recording(OTLPLogExporter(endpoint=url, timeout=timeout_s, session=session), session)
+    provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_log_record_processor(BatchLogRecordProcessor(exporter, export_timeout_millis=int(timeout_s * 1e3)))
     try:
         logger = provider.get_logger("diagnose")
@@ -162,14 +228,15 @@ def _send_logs(snap: Snapshot, resource: Resource, url: str, timeout_s: float, e
 
 
 class _Recording(LogRecordExporter):
-    """A LogRecordExporter that hands every batch to ``inner`` and counts what it accepted."""
+    """A LogRecordExporter that hands every batch to ``inner`` and counts what it accepted (a
+    SUCCESS over a non-2xx answer of ``session`` is a failure)."""
 
-    def __init__(self, inner: LogRecordExporter):
-        self.inner, self.sent, self.failed = inner, 0, False
+    def __init__(self, inner: LogRecordExporter, session: _Session):
+        self.inner, self.session, self.sent, self.failed = inner, session, 0, False
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         result = self.inner.export(batch)
-        if result is LogRecordExportResult.SUCCESS:
+        if result is LogRecordExportResult.SUCCESS and not self.session.refused:
             self.sent += len(batch)
         else:
             self.failed = True
@@ -261,4 +328,5 @@ def _connect(url: str, timeout_s: float) -> str | None:
         return f"cannot connect: {exc.strerror or exc}"
 
 
-__all__ = ["FIX_CONNECT", "FIX_REFUSED", "FIX_TIMEOUT", "ExportFailed", "OtlpSent", "TIMEOUT_S", "send", "stamped"]
+__all__ = ["FIX_CONNECT", "FIX_REFUSED", "FIX_TIMEOUT", "ExportFailed", "OtlpSent", "TIMEOUT_S", "deadline_s", "send",
+           "stamped"]

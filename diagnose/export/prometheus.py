@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagnose.export.snapshot import Point, Snapshot
+from diagnose.export.targets import label_name
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -45,10 +46,6 @@ def metric_name(name: str, unit: str) -> str:
     return f"{base}_{suffix}" if suffix else base
 
 
-def label_name(key: str) -> str:
-    """An attribute key as a label name: ``service.name`` -> ``service_name``."""
-    out = _BAD.sub("_", key)
-    return "_" + out if out[:1].isdigit() else out
 
 
 class SnapshotCollector:
@@ -61,9 +58,14 @@ class SnapshotCollector:
     def collect(self) -> Iterator[object]:
         from prometheus_client.core import GaugeMetricFamily
 
+        labels: dict[str, str] = {}  # the CLI refuses reserved and colliding keys (targets.label_conflict);
+        for k, v in self.snap.resource.items():  # one that got here anyway is left out, never an invalid page
+            label = label_name(k)
+            if not label.startswith("__") and label not in labels:
+                labels[label] = str(v)
         info = GaugeMetricFamily("target_info", "the captured process (OTel resource attributes)",
-                                 labels=[label_name(k) for k in self.snap.resource])
-        info.add_metric([str(v) for v in self.snap.resource.values()], 1.0)
+                                 labels=list(labels))
+        info.add_metric(list(labels.values()), 1.0)
         yield info
         evidence = [p for f in self.snap.findings for p in f.evidence_points]
         yield from _families([*self.snap.points, *evidence])

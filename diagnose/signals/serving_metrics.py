@@ -13,8 +13,12 @@ Over the capture window (first to last scrape):
   bucket-interpolated: exact only to the bucket's width. The mean is exact: increase of ``_sum`` /
   increase of ``_count``.
 
-Series of one metric with different labels combine: gauges by the table's rule, counters summed,
-histograms summed bucket by bucket over the bounds every series has.
+Series of one metric with different labels combine: gauges by the table's rule per scrape;
+counters and histograms per series first: each labelset's own increase over the scrapes that hold
+it (its own resets), then summed (histograms bucket by bucket over the bounds every series has).
+A series first seen mid-window counts from its first scrape, as Prometheus ``increase()`` does
+(its earlier history is not this window's); one that vanishes keeps what it gained while seen and
+is no restart of the others.
 """
 from __future__ import annotations
 
@@ -221,23 +225,17 @@ def _bound(v: Any) -> float | None:
     return _num(v)
 
 
-def _hist_point(found: list[dict[str, Any]]) -> tuple[dict[float, float], float, float] | None:
-    """One scrape's histogram, series summed over the bounds all of them have: (buckets, sum, count)."""
-    per = []
-    for s in found:
-        b = s.get("buckets")
-        if not isinstance(b, list):
-            continue
-        pts = {le: float(x[1]) for x in b if isinstance(x, list) and len(x) == 2 and _num(x[1]) is not None
-               for le in [_bound(x[0])] if le is not None}
-        if pts:
-            per.append((pts, _num(s.get("sum")) or 0.0, _num(s.get("count"))))
-    if not per:
+def _hist_point(s: dict[str, Any]) -> tuple[dict[float, float], float, float] | None:
+    """One series' histogram at one scrape: (buckets {bound: cumulative count}, sum, count)."""
+    b = s.get("buckets")
+    if not isinstance(b, list):
         return None
-    bounds = set.intersection(*(set(p[0]) for p in per))
-    buckets = {le: sum(p[0][le] for p in per) for le in bounds}
-    count = sum(p[2] if p[2] is not None else max(p[0].values()) for p in per)
-    return buckets, sum(p[1] for p in per), count
+    pts = {le: float(x[1]) for x in b if isinstance(x, list) and len(x) == 2 and _num(x[1]) is not None
+           for le in [_bound(x[0])] if le is not None}
+    if not pts:
+        return None
+    count = _num(s.get("count"))
+    return pts, _num(s.get("sum")) or 0.0, count if count is not None else max(pts.values())
 
 
 def _histogram_resets(points: list[tuple[dict[float, float], float, float]], bounds: list[float]) -> set[int]:
@@ -249,26 +247,44 @@ def _histogram_resets(points: list[tuple[dict[float, float], float, float]], bou
 
 def _increase(values: list[float], resets: set[int]) -> float:
     """Increase over the scrapes, restarting from 0 at each reset."""
-    return sum(values[i] if i in resets else values[i] - values[i - 1] for i in range(1, len(values)))
+    return sum(values[i] if i in resets else values[i] - values[i - 1]
+               for i in range(1, len(values)))
+
+
+def _series_window(points: list[tuple[dict[float, float], float, float]]
+                   ) -> tuple[dict[float, float], float, float] | None:
+    """One series' increase over the scrapes that hold it, with its own resets: (bucket
+    increases over the bounds all its scrapes have, sum increase, count increase); None below two
+    scrapes (as Prometheus ``increase()``: a series first seen mid-window counts from there)."""
+    if len(points) < 2:
+        return None
+    bounds = sorted(set.intersection(*(set(p[0]) for p in points)))
+    resets = _histogram_resets(points, bounds)
+    return ({le: _increase([p[0][le] for p in points], resets) for le in bounds},
+            _increase([p[1] for p in points], resets), _increase([p[2] for p in points], resets))
 
 
 def _histogram(m: ServingMetric, scrapes: list[Scrape]) -> QuantileStat | None:
-    points, used = [], None
+    """Each series' (labelset's) window increase on its own, then summed bucket by bucket over the
+    bounds every such series has: a series that appears or vanishes mid-window adds only what it
+    gained while seen, never its history, and is no restart of the others."""
+    by_series: dict[tuple, list[tuple[dict[float, float], float, float]]] = {}
+    used = None
     for sc in scrapes:
         name, found = _series(sc, m.names)
-        pt = _hist_point(found)
-        if pt is not None:
-            used = used or name
-            points.append(pt)
-    if used is None or len(points) < 2:
+        for s in found:
+            pt = _hist_point(s)
+            if pt is not None:
+                used = used or name
+                by_series.setdefault(_label_key(s), []).append(pt)
+    parts = [w for pts in by_series.values() if (w := _series_window(pts)) is not None]
+    if used is None or not parts:
         return None
-    bounds = sorted(set.intersection(*(set(p[0]) for p in points)))
+    bounds = sorted(set.intersection(*(set(p[0]) for p in parts)))
     if not bounds or bounds[-1] != float("inf"):
         return None  # no +Inf bucket: no total to rank against
-    resets = _histogram_resets(points, bounds)
-    window = [(le, _increase([p[0][le] for p in points], resets)) for le in bounds]
-    count = _increase([p[2] for p in points], resets)
-    total_s = _increase([p[1] for p in points], resets)
+    window = [(le, sum(p[0][le] for p in parts)) for le in bounds]
+    total_s, count = sum(p[1] for p in parts), sum(p[2] for p in parts)
     qs = [bucket_quantile(q, window) for q in QUANTILES]
     f = m.factor
     return QuantileStat(count, total_s * f / count if count > 0 else None,

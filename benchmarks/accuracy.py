@@ -33,8 +33,11 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
 
 def run_one(name: str, duration: float, out: Path) -> dict:
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "diagnose", "demo", "--scenario", name, "--duration", f"{duration:g}",
-                          "--no-tui", "--out", str(out)], capture_output=True, text=True, timeout=duration + 240)
+    # the installed console script, not `python -m diagnose`: from the repository root the source
+    # folder ./diagnose would shadow the installed package, which maps collectors/ and rules/ into it
+    res = subprocess.run([str(Path(sys.executable).parent / "diagnose"), "demo", "--scenario", name,
+                          "--duration", f"{duration:g}", "--no-tui", "--out", str(out)],
+                         capture_output=True, text=True, timeout=duration + 240)
     wall = time.monotonic() - t0
     bundles = sorted(out.glob("diagnose-*"))
     row: dict = {"scenario": name, "expected": EXPECTED[name], "rc": res.returncode, "wall_s": round(wall, 1)}

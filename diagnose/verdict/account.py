@@ -115,7 +115,8 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     f = _finding(findings, lead)
     what = NAMES.get(acc.resource, acc.resource)
     part = (f"{lead.label[0].upper() + lead.label[1:]}: {lead.share:.0%} of the {what}" if lead.share >= s1 - 1e-9
-            else f"{q1.value} holds {s1:.0%} of the {what}, most of it {lead.label} ({lead.share:.0%})")
+            else f"{q1.value} holds {s1:.0%} of the {what}, "
+                 f"{'most of it' if lead.share > s1 / 2 else 'the largest part'} {lead.label} ({lead.share:.0%})")
     headline = (f"{title}: act on the {lead.layer.value if lead.layer else 'service'} layer first (plan: {plan}). "
                 f"{part}." + (f" {f.summary}" if f is not None and f.quadrant else ""))
     return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why)

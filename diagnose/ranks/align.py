@@ -42,8 +42,8 @@ def overlapping(ranks: list[RankInput]) -> tuple[list[RankInput], list[RankInput
     timed = sorted((w, r.rank) for r in ranks if (w := window(r)) is not None)
     sets: list[list[int]] = []
     end: int | None = None
-    for (s, e), rank in timed:
-        if end is not None and s < end:
+    for (start, e), rank in timed:
+        if end is not None and start < end:
             sets[-1].append(rank)
             end = max(end, e)
         else:
@@ -51,7 +51,8 @@ def overlapping(ranks: list[RankInput]) -> tuple[list[RankInput], list[RankInput
             end = e
     if not sets:
         return list(ranks), []
-    best = set(max(sets, key=lambda s: len(s)))
+    largest: list[int] = max(sets, key=len)
+    best = set(largest)
     inside = [r for r in ranks if r.rank in best or window(r) is None]
     return inside, [r for r in ranks if r not in inside]
 

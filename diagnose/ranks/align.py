@@ -7,13 +7,14 @@ apart with a note (a trace of an earlier run of the same script, or a host clock
 the window, would otherwise read as a rank hours late).
 
 Occurrences: without "Seq" the i-th collective of one rank is not necessarily the i-th of another
-(each rank's profiler window may begin a few collectives apart). Each rank's collective sequence
-is aligned with the lowest rank's by the shift (in positions) at which the (process group,
-collective name) sequences agree and the collective kernels' *ends* agree best (a blocking
-collective ends on every rank once the last one arrived: a straggler starts late but ends with the
-others). When a second shift fits almost as well (its median end difference within twice the
-best's plus the straggler floor), the alignment is ambiguous and the collectives are not matched.
-A shifted rank's steps are not compared (its ProfilerStep numbers count from its own window).
+(each rank's profiler window may begin a few collectives apart). Each rank's collectives of the
+(process group, collective name) pairs it shares with the lowest rank are aligned with that rank's
+by the shift (in positions) at which the name sequences agree and the collective kernels' *ends*
+agree best (a blocking collective ends on every rank once the last one arrived: a straggler
+starts late but ends with the others). When a second shift fits almost as well (its median end
+difference within twice the best's plus the straggler floor), the alignment is ambiguous and the
+collectives are not matched. A shifted rank's steps are not compared (its ProfilerStep numbers
+count from its own window).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import numpy as np
 from diagnose.ranks.model import RankInput
 from diagnose.traces.ranktime import Collective
 
+OUTSIDE = 1 << 40  # collectives of a (group, name) the reference lacks: positions below -OUTSIDE
 MAX_SHIFT = 512  # positions tried either way when aligning a rank's collectives with the reference's
 
 
@@ -97,14 +99,15 @@ def align_occurrences(ranks: list[RankInput], floor_ns: int) -> tuple[list[RankI
     ``floor_ns``: a second shift whose median end difference is under twice the best's plus this
     makes the alignment ambiguous."""
     ref = ranks[0].timeline.collectives
-    out = [_positioned(ranks[0], 0)]
+    out = [_positioned(ranks[0], {i: i for i in range(len(ref))}, False)]
     shifted, ambiguous = [], []
     for r in ranks[1:]:
         mine = r.timeline.collectives
-        if not mine or not ref:
-            out.append(_positioned(r, 0))
+        ri, mi = _common(ref, mine)
+        if not mi:  # no (group, name) in common with the reference: nothing to align
+            out.append(_positioned(r, {}, False))
             continue
-        fits = _fits(ref, mine)
+        fits = _fits(tuple(ref[i] for i in ri), tuple(mine[j] for j in mi))
         if not fits:
             ambiguous.append(f"rank {r.rank}: no position at which its collective names follow rank {ranks[0].rank}'s")
             continue
@@ -115,7 +118,7 @@ def align_occurrences(ranks: list[RankInput], floor_ns: int) -> tuple[list[RankI
             continue
         if k:
             shifted.append(f"rank {r.rank} by {k:+d}")
-        out.append(_positioned(r, k))
+        out.append(_positioned(r, {j: _at(ri, len(ref), p + k) for p, j in enumerate(mi)}, k != 0))
     if ambiguous:
         return ranks, ("without sequence numbers (Seq) the collectives cannot be matched across ranks: "
                        + "; ".join(ambiguous) + "; collectives are not compared (torch >= 2.x writes Seq on NCCL "
@@ -127,11 +130,27 @@ def align_occurrences(ranks: list[RankInput], floor_ns: int) -> tuple[list[RankI
     return out, note, True
 
 
-def _positioned(r: RankInput, shift: int) -> RankInput:
-    """The rank's collectives indexed by aligned position; a shifted rank's ProfilerStep numbers
-    count from its own window's start, so its steps are dropped from the comparison."""
-    colls = tuple(replace(c, index=j + shift) for j, c in enumerate(r.timeline.collectives))
-    steps = r.timeline.step_starts if shift == 0 else ()
+def _common(ref: tuple[Collective, ...], mine: tuple[Collective, ...]) -> tuple[list[int], list[int]]:
+    """Positions in ``ref`` and in ``mine`` of the collectives whose (group, name) both ranks have
+    (ranks in different process groups align on the groups they share)."""
+    keys = {(c.group, c.name) for c in ref} & {(c.group, c.name) for c in mine}
+    return ([i for i, c in enumerate(ref) if (c.group, c.name) in keys],
+            [j for j, c in enumerate(mine) if (c.group, c.name) in keys])
+
+
+def _at(ref_positions: list[int], ref_len: int, q: int) -> int:
+    """The reference position of the ``q``-th shared collective (before or after its window: outside)."""
+    if 0 <= q < len(ref_positions):
+        return ref_positions[q]
+    return q if q < 0 else ref_len + q - len(ref_positions)
+
+
+def _positioned(r: RankInput, index: dict[int, int], drop_steps: bool) -> RankInput:
+    """The rank's collectives indexed by aligned position (``index``: own position -> the
+    reference's; the others get positions no other rank shares); a shifted rank's ProfilerStep
+    numbers count from its own window's start, so its steps are dropped from the comparison."""
+    colls = tuple(replace(c, index=index.get(j, -OUTSIDE - j)) for j, c in enumerate(r.timeline.collectives))
+    steps = () if drop_steps else r.timeline.step_starts
     return replace(r, timeline=replace(r.timeline, collectives=colls, step_starts=steps))
 
 

@@ -63,3 +63,15 @@ def test_without_seq_a_straggler_the_others_wait_for_still_straggles():
     job = analyze_job(ranks)
     assert job.verdict.bound is JobBound.STRAGGLER and job.verdict.ranks == (2,), job.verdict.headline
     assert not job.notes
+
+
+def test_without_seq_ranks_in_different_groups_align_on_the_group_they_share():
+    # rank 1 also runs a group "pp" collective rank 0 never sees, and its window began one "0" allreduce later
+    starts = [10.0 + 40.0 * i for i in range(6)]
+    zero = _rank(0, starts, seq=False)
+    own = [Collective("0", "allreduce", -1, i, int(s * MS), int((s + 2.0) * MS)) for i, s in enumerate(starts[1:])]
+    own.insert(2, Collective("pp", "send", -1, 0, int(95.0 * MS), int(96.0 * MS)))
+    one = RankInput(1, "/x/rank-1.json", True, RankTimeline(BD, tuple(own), ((1, int(starts[1] * MS)),)))
+    job = analyze_job([zero, one])
+    assert job.comm is not None and job.comm.collectives == 5 and job.comm.unmatched == 2, job.notes
+    assert all(s.collective_lag_ns == 0 and s.clock_offset_ns is None for s in job.stragglers)

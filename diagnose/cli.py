@@ -511,9 +511,10 @@ def _echo_account(rep) -> None:
 
     for line in account_lines(rep.analysis) + serving_lines(rep.analysis.details):
         click.echo(line)
-    apart = rep.analysis.data_quality.get("traces_apart")
-    if apart:
-        click.echo(f"diagnose: warning: {apart}", err=True)
+    for key in ("traces_apart", "ranks_not_compared"):
+        warning = rep.analysis.data_quality.get(key)
+        if warning:
+            click.echo(f"diagnose: warning: {warning}", err=True)
 
 
 def _echo_document(body: str | bytes) -> None:

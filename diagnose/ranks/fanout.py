@@ -12,8 +12,13 @@ at the same path (a shared file system).
 The pipeline reads the fan-out of the analysis in progress from ``current()``; ``using(fanout)``
 sets it for a block (diagnose.pipeline.analyse does, for its ``fanout`` argument).
 
-Errors: SchedulerError (``distributed`` not installed, the scheduler unreachable or the address
-malformed), FanoutError (a worker died): one line naming the cause and the fix.
+Every wait on a Dask cluster is bounded: the scheduler must answer a handshake within
+CONNECT_TIMEOUT_S (a port that accepts TCP and never answers is unreachable), have a worker
+within WORKER_WAIT_S, and the tasks must finish within GATHER_BASE_S + GATHER_PER_TASK_S per task.
+
+Errors: SchedulerError (``distributed`` not installed, the scheduler unreachable, silent or without
+workers, the address malformed), FanoutError (a worker died, a task raised on a Dask worker (one
+that cannot import diagnose), the tasks ran past their deadline): one line naming the cause and the fix.
 """
 from __future__ import annotations
 
@@ -29,7 +34,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 MAX_LOCAL_WORKERS = 8  # each holds one trace's columns (~60-90 bytes per event) at a time
-CONNECT_TIMEOUT_S = 10  # a scheduler that does not answer within this is unreachable
+CONNECT_TIMEOUT_S = 10  # a scheduler that does not answer a handshake within this (s, total) is unreachable
+WORKER_WAIT_S = 10  # a scheduler with no worker gets this long (s) for one to join
+GATHER_BASE_S = 60  # the tasks on a Dask cluster must finish within this (s)
+GATHER_PER_TASK_S = 60  # plus this per task (one trace read and analysed)
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 
 
@@ -61,8 +69,8 @@ class Fanout:
 
     def check(self) -> None:
         """Raise SchedulerError now when ``scheduler`` cannot be used (``distributed`` missing, the
-        address malformed, nothing listening): before anything is built for the run. No-op
-        without a scheduler."""
+        address malformed, nothing listening, no answer within CONNECT_TIMEOUT_S, no worker within
+        WORKER_WAIT_S): before anything is built for the run. No-op without a scheduler."""
         if self.scheduler:
             _reachable(self.scheduler)
 
@@ -125,8 +133,25 @@ def _probe(address: str) -> None:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
 
 
+def _identity(address: str) -> dict[str, Any]:
+    """The scheduler's answer to distributed's ``identity`` RPC, CONNECT_TIMEOUT_S in all (connect
+    and answer). Raises TimeoutError (silent), OSError (refused)."""
+    import asyncio
+
+    from distributed.core import rpc
+
+    async def ask() -> dict[str, Any]:
+        async with rpc(address, timeout=CONNECT_TIMEOUT_S) as scheduler:
+            return dict(await scheduler.identity())
+
+    return asyncio.run(asyncio.wait_for(ask(), CONNECT_TIMEOUT_S))
+
+
 def _reachable(address: str) -> None:
-    """Raise SchedulerError unless ``distributed`` imports and something listens at ``address``."""
+    """Raise SchedulerError unless ``distributed`` imports, a scheduler answers at ``address`` and
+    it has a worker (waiting WORKER_WAIT_S at most for one to join)."""
+    import time
+
     try:
         import distributed  # noqa: F401
     except ImportError:
@@ -134,12 +159,21 @@ def _reachable(address: str) -> None:
                              "pip install 'diagnose[dask]', or drop --scheduler to use the local pool") from None
     try:
         _probe(address)  # before a Client exists: a failed Client leaves a 20 s close behind
+        deadline = time.monotonic() + WORKER_WAIT_S
+        while not (_identity(address).get("workers") or {}):
+            if time.monotonic() >= deadline:
+                raise SchedulerError(f"the Dask scheduler at {address!r} has no worker (none joined within "
+                                     f"{WORKER_WAIT_S} s); start workers (`dask worker {address}`) or drop "
+                                     "--scheduler to use the local pool")
+            time.sleep(0.2)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         _unreachable(address, exc)
 
 
 def _unreachable(address: str, exc: Exception) -> NoReturn:
     why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+    if isinstance(exc, TimeoutError):
+        why = f"no answer within {CONNECT_TIMEOUT_S} s"
     raise SchedulerError(f"cannot reach the Dask scheduler at {address!r} ({why}); start one "
                          f"(`dask scheduler`) or pass its address as --scheduler tcp://HOST:PORT "
                          f"(or {SCHEDULER_ENV})") from None
@@ -156,21 +190,41 @@ def _connect(address: str) -> Any:
         _unreachable(address, exc)
 
 
+def gather_deadline_s(tasks: int) -> float:
+    """Seconds the ``tasks`` on a Dask cluster get to finish: GATHER_BASE_S + GATHER_PER_TASK_S each."""
+    return GATHER_BASE_S + GATHER_PER_TASK_S * tasks
+
+
 def dask_map(address: str, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
     """``fn`` over ``tasks`` on the Dask cluster whose scheduler listens at ``address``, in order.
-    Raises SchedulerError when ``distributed`` is missing or the scheduler cannot be reached."""
+    Raises SchedulerError (``distributed`` missing, the scheduler unreachable, silent or without
+    workers), FanoutError (a task raised on a worker, a worker was lost, the tasks did not finish
+    within ``gather_deadline_s(len(tasks))`` seconds)."""
+    import time
+
     client = _connect(address)
-    from distributed import KilledWorker
-
-    with client:
+    deadline = gather_deadline_s(len(tasks))
+    fix = "check its workers' logs and that they can import diagnose and read the bundle at the same path"
+    try:
         futures: Any = client.map(fn, list(tasks), pure=False)
-        try:
-            return list(client.gather(futures))
-        except (KilledWorker, OSError) as exc:
-            raise FanoutError(f"the Dask cluster at {address!r} lost a task ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); check its workers' logs and "
-                              "that they can import diagnose and read the bundle at the same path") from None
+        end = time.monotonic() + deadline
+        try:  # each result re-raises what its task raised on the worker
+            return [f.result(timeout=max(0.0, end - time.monotonic())) for f in futures]
+        except TimeoutError:
+            client.cancel(futures)
+            raise FanoutError(f"the {len(tasks)} task(s) on the Dask cluster at {address!r} did not finish within "
+                              f"{deadline} s ({GATHER_BASE_S} s + {GATHER_PER_TASK_S} s per trace); {fix}, or drop "
+                              "--scheduler to use the local pool") from None
+    except FanoutError:
+        raise
+    except Exception as exc:  # whatever a task raised on its worker (any type), KilledWorker, a lost comm
+        why = str(exc).splitlines()[0][:120] if str(exc) else ""
+        raise FanoutError(f"a task on the Dask cluster at {address!r} failed ({type(exc).__name__}: {why}); "
+                          f"{fix}") from None
+    finally:
+        client.close(timeout=CONNECT_TIMEOUT_S)
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "Fanout", "LOCAL_POOL", "MAX_LOCAL_WORKERS", "SCHEDULER_ENV", "SERIAL",
-           "FanoutError", "SchedulerError", "current", "dask_map", "pool_map", "using"]
+__all__ = ["CONNECT_TIMEOUT_S", "GATHER_BASE_S", "GATHER_PER_TASK_S", "LOCAL_POOL", "MAX_LOCAL_WORKERS",
+           "SCHEDULER_ENV", "SERIAL", "WORKER_WAIT_S", "Fanout", "FanoutError", "SchedulerError", "current",
+           "dask_map", "gather_deadline_s", "pool_map", "using"]

@@ -1,7 +1,10 @@
 """analyze_job(ranks) -> JobAnalysis: per-rank table, stragglers and the job's verdict. Pure.
 
 Collectives are matched across ranks by (process group, sequence number) when every collective
-of every rank carries one, else by (process group, collective name, occurrence index). For each
+of every rank carries one, else by (process group, collective name, position) once each rank's
+sequence is aligned with the lowest rank's (ranks/align.py: by names and kernel ends; an ambiguous
+alignment matches nothing, with a note). Only ranks whose GPU windows overlap form the job (the
+largest such set; the others are named in a note). For each
 collective matched on at least two ranks: the *last arrival* is the latest start; a rank's *lag*
 is its start minus the median rank's start, its *wait* the part of its own collective kernel
 before the last arrival (min(end, last) - start: a rank waits inside NCCL, never longer than its
@@ -24,11 +27,12 @@ good as their clock sync, typically well under a millisecond with NTP/PTP).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
+from diagnose.ranks.align import align_occurrences, apart_note, overlapping
 from diagnose.ranks.model import (
     CommSplit,
     JobAnalysis,
@@ -62,19 +66,19 @@ def _rank_row(r: RankInput) -> RankRow:
                    len(r.timeline.step_starts))
 
 
-def _key_of(ranks: list[RankInput]) -> tuple[str, object]:
+def _key_of(ranks: list[RankInput]) -> tuple[str, Callable[[Collective], Hashable]]:
     every = [c for r in ranks for c in r.timeline.collectives]
     if every and all(c.seq >= 0 for c in every):
         return "seq", lambda c: (c.group, c.seq)
     return "occurrence", lambda c: (c.group, c.name, c.index)
 
 
-def _matched(ranks: list[RankInput]) -> tuple[str, dict[Hashable, dict[int, Collective]], int]:
-    by, key = _key_of(ranks)
+def _matched(ranks: list[RankInput], by: str, key: Callable[[Collective], Hashable]
+             ) -> tuple[str, dict[Hashable, dict[int, Collective]], int]:
     table: dict[Hashable, dict[int, Collective]] = defaultdict(dict)
     for r in ranks:
         for c in r.timeline.collectives:
-            table[key(c)].setdefault(r.rank, c)  # type: ignore[operator]
+            table[key(c)].setdefault(r.rank, c)
     single = sum(1 for v in table.values() if len(v) < 2)
     return by, {k: v for k, v in table.items() if len(v) >= 2}, single
 
@@ -222,12 +226,25 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
         off = ", ".join(str(r.rank) for r in ranks if not r.unix_clock)
         notes.append(f"rank(s) {off} not on the Unix clock: collectives and steps are not compared across ranks")
         return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes))
-    by, matched, single = _matched(ranks)
+    inside, apart = overlapping(ranks)
+    if len(inside) < 2:
+        notes.append("no two ranks' GPU windows overlap: they are not one run's time (traces of different runs, "
+                     "or host clocks far apart); collectives and steps are not compared across ranks")
+        return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes))
+    if apart:
+        notes.append(apart_note(inside, apart))
+        ranks, rows = inside, tuple(r for r in rows if r.rank in {i.rank for i in inside})
+    by, key = _key_of(ranks)
+    comparable = True
+    if by == "occurrence":
+        ranks, note, comparable = align_occurrences(ranks, STRAGGLER_MIN_NS)
+        notes += [note] if note else []
+    by, matched, single = _matched(ranks, by, key) if comparable else (by, {}, 0)
     offsets = _clock_offsets(ranks, matched)
     if offsets:
         notes.append(_offset_note(offsets))
         ranks = _aligned(ranks, offsets)
-        by, matched, single = _matched(ranks)
+        by, matched, single = _matched(ranks, by, key)
     comm, wait, last_n = _comm(matched, by, single)
     steps: dict[int, dict[int, int]] = defaultdict(dict)
     for r in ranks:
@@ -237,7 +254,7 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
     coll_lags = _lags({rank: c.start_ns for rank, c in g.items()} for g in matched.values())
     stragglers = _stragglers(ranks, coll_lags, _lags(step_groups), wait, last_n,
                              {r: off for r, (off, _) in offsets.items()})
-    if not matched:
+    if not matched and comparable:
         notes.append("no collective kernel matched across ranks (no NCCL/RCCL kernels, or none in common)")
     return JobAnalysis(rows, stragglers, comm, _verdict(rows, stragglers, comm), tuple(notes))
 

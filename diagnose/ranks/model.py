@@ -97,7 +97,7 @@ class CommSplit:
     ``comm_ns`` the collective kernels' duration, ``true_comm_ns`` the part after the last rank
     arrived (data moving), ``skew_ns`` the rest (waiting for the last rank)."""
 
-    matched_by: str  # "seq" (Process Group Name + Seq) or "occurrence" (group + name + index)
+    matched_by: str  # "seq" (Process Group Name + Seq) or "occurrence" (group + name + aligned position)
     collectives: int  # matched on at least two ranks
     unmatched: int  # collective instances seen on one rank only
     comm_ns: int

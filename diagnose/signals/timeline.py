@@ -229,9 +229,9 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     kernel-wait and short-kernel thresholds."""
     all_reports, trace_errors = _reports(bundle, params.timeline)
     imported = bundle.manifest.get("end_reason") == "imported"  # its window is the files' own span
-    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle),
-                            _imported_names(bundle) if imported else None)
-    job, not_ranks = job_of(reports)
+    names = _imported_names(bundle) if imported else None
+    reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle), names)
+    job, not_ranks = job_of(reports, names)
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"

@@ -63,6 +63,7 @@ class RankTimeline:
     breakdown: RankBreakdown | None  # None: no GPU event
     collectives: tuple[Collective, ...]
     step_starts: tuple[tuple[int, int], ...]  # (ProfilerStep number, start Unix ns), by start
+    window_ns: tuple[int, int] | None = None  # the whole trace's GPU window (first start, last end; Unix ns)
 
 
 def _covered(start: np.ndarray, end: np.ndarray, sel: np.ndarray) -> int:
@@ -106,9 +107,12 @@ def collectives(view: TraceView) -> tuple[Collective, ...]:
 
 
 def rank_timeline(view: TraceView, mask: np.ndarray | None = None) -> RankTimeline:
-    """Breakdown over ``mask`` (the report's window), collectives and step starts over the whole trace."""
+    """Breakdown over ``mask`` (the report's window); collectives, step starts and the GPU window
+    (Unix ns) over the whole trace."""
+    g = view.gpu
+    window = (int(g["start_ns"].min()), int(g["end_ns"].max())) if len(g) else None
     return RankTimeline(rank_breakdown(view, mask), collectives(view),
-                        tuple(sorted(((n, s) for n, s, _ in steps(view)), key=lambda t: t[1])))
+                        tuple(sorted(((n, s) for n, s, _ in steps(view)), key=lambda t: t[1])), window)
 
 
 __all__ = ["Collective", "RankBreakdown", "RankTimeline", "collectives", "rank_breakdown", "rank_timeline"]

@@ -104,7 +104,9 @@ def test_hostile_collective_args_are_read_as_text_or_no_sequence(tmp_path):
 def test_late_starts_the_others_did_not_wait_for_are_a_clock_offset():
     # rank 1 starts 20 ms after rank 0 at every collective, yet rank 0's kernels last 0.05 ms:
     # rank 0 never waited for it (its host clock is 20 ms ahead); with a 20 ms wait the same lag straggles
-    short = analyze_job([_rank(0, [10.0, 50.0, 90.0], dur_ms=0.05), _rank(1, [30.0, 70.0, 110.0], dur_ms=0.05)])
+    # (with Seq: without it a 20 ms shift of a 40 ms period is ambiguous, test_align.py)
+    short = analyze_job([_rank(0, [10.0, 50.0, 90.0], dur_ms=0.05, seq=True),
+                         _rank(1, [30.0, 70.0, 110.0], dur_ms=0.05, seq=True)])
     assert not any(s.straggler for s in short.stragglers) and short.verdict.bound is not JobBound.STRAGGLER
     assert [s.clock_offset_ns for s in short.stragglers] == [None, 20 * MS]
     assert all(s.wait_ns <= 3 * 0.05 * MS for s in short.stragglers)  # never more than the kernels ran

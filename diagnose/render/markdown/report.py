@@ -257,12 +257,14 @@ def _size(lines: list[str]) -> int:
 def _quality_notes(dq: dict[str, Any]) -> list[str]:
     """What the analysis left out or repaired, one sentence each: malformed trace events dropped or
     repaired, server-lifetime root spans kept out of the request statistics, bundle members not
-    read (a FIFO, device or symlink)."""
+    read (a FIFO, device or symlink), traces left out of the job of several ranks."""
     damage = dq.get("torch_trace_damage") or []
+    ranks = dq.get("ranks_not_compared")
     excluded = dq.get("requests_excluded")
     unread = dq.get("unreadable_members") or {}
     skipped = [f"bundle member {name} not read: {why}" for name, why in list(unread.items())[:MAX_QUALITY_NOTES]]
-    return [str(n) for n in damage[:MAX_QUALITY_NOTES]] + ([str(excluded)] if excluded else []) + skipped
+    return ([str(n) for n in damage[:MAX_QUALITY_NOTES]] + ([str(excluded)] if excluded else []) + skipped
+            + ([str(ranks)] if ranks else []))
 
 
 def _plain(v: Any) -> str:

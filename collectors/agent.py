@@ -148,11 +148,13 @@ class AgentCollector(Collector):
         wait = {"agent_wait_s": round(waited_s, 2), "agent_unanswered_s": round(unanswered_s, 2)}
         if reply.get("state") == "capturing":
             phase = str(self._report.get("phase") or "capturing")
+            torch = self._report.get("parts", {}).get("torch", {}).get("state") not in ("skipped", "unavailable")
+            later = ("; a torch trace it finishes later lands in the bundle and `diagnose report BUNDLE` includes it"
+                     if torch else "")
             return CollectorStatus(self.name, CollectorState.PARTIAL,
                                    f"the agent was still {phase[:80]} {waited_s:.0f} s after the capture ended "
-                                   "(waited that long); a torch trace it finishes later lands in the bundle and "
-                                   "`diagnose report BUNDLE` includes it", self.counts() | wait | {
-                                       "torch_export_pending": True}, STREAMS)
+                                   f"(waited that long){later}",
+                                   self.counts() | wait | ({"torch_export_pending": True} if torch else {}), STREAMS)
         refused = self._collect_staged()
         status = status_from_report(self.name, self._report)
         late = (f"the agent finished {waited_s:.1f} s after the capture ended ({unanswered_s:.1f} s of it "

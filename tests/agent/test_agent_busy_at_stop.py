@@ -13,12 +13,12 @@ from diagnose.capture.target import resolve_target
 from diagnose.collectors import agent as agent_collector
 from diagnose.collectors.base import CaptureOptions
 
-BACKTRACK = "22"  # ~1 s of backtracking on this VM; longer under load only makes the hold longer
+HOLD_S = "2.0"  # the target holds the GIL this long (s), from just before the stop
 
 
 def _capture(service, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr(agent_collector, "CALL_TIMEOUT_S", 0.3)
-    svc = service(BACKTRACK, workload="gil_holder")
+    svc = service(HOLD_S, workload="gil_holder")
     target = resolve_target(svc.pid)
     bundle = tmp_path / "b"
     bundle.mkdir(mode=0o700)
@@ -56,8 +56,12 @@ def test_the_wait_is_bounded_and_says_the_agent_did_not_answer(service, tmp_path
     waited = time.monotonic() - t0
     writer.close()
     assert waited < 0.4 + agent_collector.CALL_TIMEOUT_S + 0.5, waited
-    assert status.state == CollectorState.FAILED, status
-    assert "did not answer" in status.reason and "while the target ran" in status.reason, status.reason
+    # no answer at all, or the stop taken just before the hold and no answer since
+    if status.state == CollectorState.FAILED:
+        assert "did not answer" in status.reason and "while the target ran" in status.reason, status.reason
+    else:
+        assert status.state == CollectorState.PARTIAL and "still capturing" in status.reason, status
+        assert "torch trace" not in status.reason and "torch_export_pending" not in status.counts  # none asked
 
 
 def test_a_target_that_dies_during_the_stop_is_lost_not_waited_for(service, tmp_path, monkeypatch):  # noqa: F811

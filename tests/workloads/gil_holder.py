@@ -1,16 +1,21 @@
-"""A target that, on SIGUSR1, holds the interpreter in one C call for a few seconds (a regular
-expression backtracking: the re engine never releases the GIL, as Kineto's stop does not while
-it post-processes a window). Its agent cannot answer meanwhile. Prints READY, then HOLD/HELD."""
-import re
+"""A target that, on SIGUSR1, holds the interpreter for argv[1] seconds: a busy loop with the
+switch interval raised past the hold, so no other thread gets the GIL meanwhile (as in a long C
+call that never releases it: Kineto's profiler stop while it post-processes a window). Its agent
+cannot answer meanwhile. Prints READY, then HOLD and HELD <seconds>."""
 import signal
 import sys
 import time
 
 
 def hold(signum, frame):
+    hold_s = float(sys.argv[1])
     print("HOLD", flush=True)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(hold_s + 60)
     t0 = time.monotonic()
-    re.match(r"(a+)+$", "a" * int(sys.argv[1]) + "b")
+    while time.monotonic() - t0 < hold_s:
+        pass
+    sys.setswitchinterval(interval)
     print(f"HELD {time.monotonic() - t0:.2f}", flush=True)
 
 

@@ -9,10 +9,12 @@ parsed batch; no columns are built (the analysis reads the copy again with ``rea
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import os
 import shutil
-from contextlib import closing, nullcontext
+from collections.abc import Iterator
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +95,18 @@ class CopyingReader:
         shutil.copyfileobj(self._src, self._out, COPY_BYTES)
 
 
+@contextmanager
+def _gzipped_copy(artifact: Artifact, dst: Path) -> Iterator[tuple[io.BufferedIOBase, io.BufferedIOBase]]:
+    """(the artifact's bytes, the bundle's new private ``dst``: 0600, never through a link,
+    gzipped unless the artifact already is). Raises OSError."""
+    dst.parent.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as raw, artifact.path.open("rb") as src, \
+            (nullcontext(raw) if artifact.gzipped
+             else gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=COMPRESS_LEVEL)) as out:
+        yield src, out
+
+
 def copy_and_skim(artifact: Artifact, dst: Path) -> tuple[TraceSkim, EventStream]:
     """Copy ``artifact`` to ``dst`` (mode 0600), byte for byte when it is gzipped, gzip-compressed
     in chunks when it is not, and stream its events once on the way.
@@ -103,11 +117,7 @@ def copy_and_skim(artifact: Artifact, dst: Path) -> tuple[TraceSkim, EventStream
     """
     skim = TraceSkim()
     try:
-        dst.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as raw, artifact.path.open("rb") as src, \
-                (nullcontext(raw) if artifact.gzipped
-                 else gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=COMPRESS_LEVEL)) as out:
+        with _gzipped_copy(artifact, dst) as (src, out):
             tee = CopyingReader(src, out)
             with closing(artifact.chunks(tee)) as chunks:
                 stream = stream_events(chunks, skim)
@@ -159,11 +169,7 @@ def copy_trace(artifact: Artifact, dst: Path, skimmed: SkimOutcome) -> tuple[Tra
     if skimmed.error is not None or skimmed.skim is None or skimmed.stream is None:
         raise ImportFailed(skimmed.error or f"{artifact.path}: not skimmed")
     try:
-        dst.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as raw, artifact.path.open("rb") as src, \
-                (nullcontext(raw) if artifact.gzipped
-                 else gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=COMPRESS_LEVEL)) as out:
+        with _gzipped_copy(artifact, dst) as (src, out):
             shutil.copyfileobj(src, out, COPY_BYTES)
     except OSError as exc:
         raise ImportFailed(f"cannot copy {artifact.path} to {dst}: {exc.strerror or exc}") from None

@@ -204,3 +204,19 @@ def test_stage_union_of_few_intervals_matches_the_numpy_merge():
         big = iv * (SMALL_UNION // len(iv) + 1)  # the same union through the numpy path
         assert len(big) > SMALL_UNION and _union(iv) == _union(big)
     assert _union([(0, 10), (5, 20), (30, 40)]) == 30 and _union([(10, 5)]) == 0
+
+
+@pytest.mark.timeout(10)
+def test_span_ids_that_make_a_cycle_end_the_request_walk():
+    """Span ids come from the target: a span naming itself as its parent, or two spans naming each
+    other, used to loop the request-tree walk forever (found by the break-it review)."""
+    t, tid = 10**18, "1" * 32
+
+    def rec(span_id: str, parent: str | None, name: str, dur_ms: int) -> dict:
+        return {"trace_id": tid, "span_id": span_id, "parent_span_id": parent, "name": name, "kind": "internal",
+                "start_ns": t, "end_ns": t + dur_ms * 10**6, "status": "ok", "attributes": {}, "events": []}
+
+    ss = parse_spans([rec("a" * 16, None, "GET /", 10), rec("a" * 16, "a" * 16, "preprocess", 5),
+                      rec("b" * 16, "c" * 16, "x", 1), rec("c" * 16, "b" * 16, "y", 1)])
+    (req,) = ss.requests  # the cycle b <-> c has no root: no request
+    assert req.span.name == "GET /"

@@ -133,8 +133,12 @@ def _requests(spans: list[Span]) -> list[Request]:
     for root in roots:
         by_stage: dict[str, list[tuple[int, int]]] = defaultdict(list)
         stack = list(children.get((root.trace_id, root.span_id), ()))
+        seen = {id(root)}  # span ids come from the target: a span naming itself (or a cycle) as parent
         while stack:
             s = stack.pop()
+            if id(s) in seen:
+                continue
+            seen.add(id(s))
             st = stage_of(s)
             if st:
                 by_stage[st].append((max(s.start_ns, root.start_ns), min(s.end_ns, root.end_ns)))

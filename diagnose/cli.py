@@ -345,6 +345,15 @@ def _attach_and_report(request, no_tui: bool, signals, on_report: Callable[[Any]
     return (EXIT_OK if result.captured_anything else EXIT_NOTHING), done.report
 
 
+MAX_DEMO_QPS = 1000.0  # the load generator plans every arrival up front: bounded memory
+
+
+def _finite(ctx, param, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of requests/s: give e.g. 40")
+    return value
+
+
 @main.command(epilog=EPILOG)
 @click.argument("pid", type=int)
 @capture_options
@@ -852,8 +861,8 @@ def _scenario_names() -> list[str]:
               help="Capture length in seconds.")
 @click.option("--scenario", type=click.Choice(_scenario_names()), default="service", show_default=True,
               help="What limits the demo service (see README, \"The demo\").")
-@click.option("--qps", type=click.FloatRange(min=0.1),
-              help="Offered load (Poisson arrivals/s); default: the scenario's.")
+@click.option("--qps", type=click.FloatRange(min=0.1, max=MAX_DEMO_QPS), callback=_finite,
+              help=f"Offered load (Poisson arrivals/s, at most {MAX_DEMO_QPS:g}); default: the scenario's.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which the bundle directory is created.")
 @click.option("--no-tui", is_flag=True, help="Headless: no live progress line.")

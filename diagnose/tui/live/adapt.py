@@ -19,7 +19,7 @@ from diagnose.tui.live.engine import EngineSnapshot
 from diagnose.tui.live.frames import FrameWindow, window_frames
 from diagnose.tui.live.series import Buckets, CpuSnapshot, RequestSnapshot
 from diagnose.tui.results.adapt import verdict_vm
-from diagnose.tui.text import fmt_value, split_family
+from diagnose.tui.text import fmt_value, printable, split_family
 from diagnose.tui.viewmodels import CollectorChip, LiveHeaderVM, LiveVM, MetricLine, PanelVM, Trend
 
 SERVICE_METRICS = (("QPS", "spans.qps"), ("P50", "spans.p50_ms"), ("P99", "spans.p99_ms"),
@@ -33,9 +33,9 @@ MAX_ROWS = 12  # rows of each list in all
 
 def header_view(target: dict[str, Any], elapsed_s: float, remaining_s: float,
                 counts: dict[str, dict], states: dict[str, str], status: str = "capturing") -> LiveHeaderVM:
-    cmd = " ".join(target.get("cmdline") or []) or target.get("name") or "?"
+    cmd = printable(" ".join(target.get("cmdline") or []) or target.get("name") or "?")
     chips = tuple(
-        CollectorChip(name, state, ", ".join(f"{k} {v}" for k, v in counts.get(name, {}).items()))
+        CollectorChip(name, state, printable(", ".join(f"{k} {v}" for k, v in counts.get(name, {}).items())))
         for name, state in states.items())
     return LiveHeaderVM(f"pid {target.get('pid', '?')} · {cmd}", python_label(target), elapsed_s,
                         remaining_s, chips, status)
@@ -67,7 +67,7 @@ def cpu_panel(cpu: CpuSnapshot, a: Analysis | None, frames: FrameWindow | None =
     lines.append(MetricLine("process", fmt_value(last, "%"), trend(cpu.process, "%", hi)))
     host = cpu.host_pct[-1] if cpu.host_pct else None
     lines.append(MetricLine(f"host ({cpu.ncpu} CPUs)", fmt_value(host, "%"), trend(cpu.host, "%")))
-    threads = [MetricLine(f"{t.tid} {t.name}".strip(), f"{t.pct:.0f}%", kind="item") for t in cpu.threads
+    threads = [MetricLine(printable(f"{t.tid} {t.name}".strip()), f"{t.pct:.0f}%", kind="item") for t in cpu.threads
                if t.pct >= 0.5]
     sections = [(f"threads, last {cpu.thread_window_s:.0f} s (% of one core)", threads)]
     if a is not None:
@@ -77,7 +77,8 @@ def cpu_panel(cpu: CpuSnapshot, a: Analysis | None, frames: FrameWindow | None =
         if frames is not None:
             when = "newest samples" if frames.newest else "capture so far"
             sections.append((f"top frames, {when}", [
-                MetricLine(f"{r.frame} · {r.category}", f"{r.pct:.0f}%", kind="item") for r in frames.rows]))
+                MetricLine(printable(f"{r.frame} · {r.category}"), f"{r.pct:.0f}%", kind="item")
+                for r in frames.rows]))
     for heading, items in sections:
         shown, rest = _split(heading, items)
         lines += shown

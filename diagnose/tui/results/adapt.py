@@ -14,7 +14,7 @@ from typing import Any
 from diagnose.model import JUDGED_QUADRANTS, Analysis, Finding, NotJudged, Quadrant, Signal, StackShare, Verdict
 from diagnose.rules import LAYER_PLAN
 from diagnose.tui.results.adapt_gaps import gaps_view
-from diagnose.tui.text import fmt_cell, fmt_value, humanize, split_family, utc_datetime, utc_time
+from diagnose.tui.text import fmt_cell, fmt_value, humanize, printable, split_family, utc_datetime, utc_time
 from diagnose.tui.viewmodels import (
     BarGroupVM,
     BarVM,
@@ -90,7 +90,7 @@ def _fold(node: StackNodeVM) -> StackNodeVM:
     while len(node.children) == 1 and node.category is None:
         node, hidden = node.children[0], hidden + 1
     label = f"{node.label}  [+{hidden} outer frame{'s' if hidden > 1 else ''}]" if hidden else node.label
-    return StackNodeVM(label, node.share_pct, node.category, tuple(_fold(c) for c in node.children))
+    return StackNodeVM(printable(label), node.share_pct, node.category, tuple(_fold(c) for c in node.children))
 
 
 def _merge(paths: list[tuple[tuple[str, ...], float, str]]) -> tuple[StackNodeVM, ...]:
@@ -203,7 +203,7 @@ def signals_table(signals: dict[str, Signal]) -> TableVM:
 
 def title_line(manifest: dict[str, Any], bundle_name: str) -> str:
     t = manifest.get("target") or {}
-    cmd = " ".join(t.get("cmdline") or []) or t.get("name") or "?"
+    cmd = printable(" ".join(t.get("cmdline") or []) or t.get("name") or "?")
     return f"{bundle_name} · pid {t.get('pid', '?')} · {cmd}"
 
 

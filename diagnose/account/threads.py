@@ -12,6 +12,7 @@ left out, unless no thread did anything. Pure apart from reading the bundle.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from diagnose.signals.cpu import (
 )
 from diagnose.signals.process import accepted_connections
 from diagnose.signals.spans.analytics import parse_spans
-from diagnose.signals.spans.sampling import agent_sampling
+from diagnose.signals.spans.sampling import agent_sampling, in_sample
 from diagnose.signals.stacks import Frame
 from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, thread_usage
 from diagnose.signals.timeline import AGENT_THREAD_PREFIX
@@ -51,7 +52,10 @@ LOOP_MIN_RUN = 0.005  # an event loop running less than this share of its sample
 ONLY_WAITING = 0.95  # a thread waiting for work this much of its sampled time is not part of the work
 GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL long enough to be waited on
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
-UNBATCHED_MIN_IN_FLIGHT = 4.0
+# One model worker with L requests in flight has L - utilisation (>= L - 1) of them waiting: from 2 on,
+# on average one request queues behind the one running (the demo's unbatched scenario: 3.2 in flight,
+# 70% of request time queued, read as the model's own time below the old bound of 4).
+UNBATCHED_MIN_IN_FLIGHT = 2.0
 QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, before it counts as a queue
 # An event loop is one thread standing for all its in-flight requests (at least UNBATCHED_MIN_IN_FLIGHT
 # when _unbatched holds): awaiting for this share of the model's busy time is the queue.
@@ -72,6 +76,7 @@ class _Piece:
     start_ns: int
     end_ns: int
     kind: str  # a KINDS key, or one of WAITS (attributed later)
+    ran: str | None = None  # for a ``wait.gil`` piece: the on-CPU kind its stack shows
 
 
 def _usage(bundle: Bundle) -> dict[int, ThreadUsage]:
@@ -92,31 +97,61 @@ def _requests_open(readings: tuple[list[int], list[int]], t_ns: int) -> bool:
     return any(counts[j] > 0 for j in near)
 
 
-def _open_requests(bundle: Bundle) -> tuple[list[int], list[int]] | None:
-    """The union of the request spans' [start, end) (Unix ns) as sorted, disjoint (starts, ends), or
-    None without request spans, or when they are a sample of the traces (a sample misses requests)."""
-    def build() -> tuple[list[int], list[int]] | None:
-        if agent_sampling(bundle.manifest.get("collectors") or []) is not None:
-            return None
-        reqs = parse_spans(bundle.stream(SPANS)).requests
+@dataclass(frozen=True)
+class OpenRequests:
+    """When request spans say a request was open: the union of their [start, end) as sorted, disjoint
+    ``starts``/``ends`` (Unix ns), and ``unseen``: the chance that a request the agent sampled out
+    was open at a moment no kept one is (0 when every trace was kept)."""
+
+    starts: list[int]
+    ends: list[int]
+    unseen: float = 0.0
+
+
+def _open_requests(bundle: Bundle) -> OpenRequests | None:
+    """The request spans' open intervals, or None without request spans.
+
+    Spans sampled 1 in N (signals/spans/sampling.py) miss requests: the kept traces' in-flight mean
+    L_kept (request-s / s) times N - 1 is the sampled-out requests' in-flight mean, and with
+    arrivals independent of the sample (the agent keeps by trace id) the chance that at least one
+    of them is open is 1 - exp(-L_unseen) (Poisson). Without it the accepted connections, which
+    count idle keep-alive ones, stood for "a request open" and an idle loop read as IO."""
+    def build() -> OpenRequests | None:
+        sampling = agent_sampling(bundle.manifest.get("collectors") or [])
+        records, _ = in_sample(bundle.stream(SPANS), sampling)
+        reqs = parse_spans(records).requests
         if not reqs:
             return None
         starts: list[int] = []
         ends: list[int] = []
+        busy = 0
         for lo, hi in sorted((r.span.start_ns, r.span.end_ns) for r in reqs):
+            busy += max(0, hi - lo)
             if starts and lo <= ends[-1]:
                 ends[-1] = max(ends[-1], hi)
             else:
                 starts.append(lo)
                 ends.append(max(lo, hi))
-        return starts, ends
+        unseen = 0.0
+        if sampling is not None and ends[-1] > starts[0]:
+            unseen = 1.0 - math.exp(-busy / (ends[-1] - starts[0]) * (sampling.scale - 1.0))
+        return OpenRequests(starts, ends, unseen)
     return bundle.derived("account.open_requests", build)
 
 
-def _split_open(lo: int, hi: int, open_spans: tuple[list[int], list[int]]) -> list[tuple[int, int, str]]:
-    """[lo, hi) cut into ``await`` parts (a request open) and ``idle.work`` parts (none open)."""
-    starts, ends = open_spans
+def _split_open(lo: int, hi: int, open_spans: OpenRequests) -> list[tuple[int, int, str]]:
+    """[lo, hi) cut into ``await`` parts (a request open) and ``idle.work`` parts (none open); of
+    each part with no kept request open, the ``unseen`` share awaits a sampled-out one."""
+    starts, ends = open_spans.starts, open_spans.ends
     out: list[tuple[int, int, str]] = []
+
+    def idle(a: int, b: int) -> None:
+        cut = a + int((b - a) * open_spans.unseen)
+        if cut > a:
+            out.append((a, cut, "await"))
+        if b > cut:
+            out.append((cut, b, "idle.work"))
+
     t = lo
     i = bisect.bisect_right(ends, lo)  # the first union interval ending after lo
     while t < hi and i < len(starts):
@@ -124,13 +159,13 @@ def _split_open(lo: int, hi: int, open_spans: tuple[list[int], list[int]]) -> li
         if a >= hi:
             break
         if a > t:
-            out.append((t, a, "idle.work"))
+            idle(t, a)
         if b > a:
             out.append((a, b, "await"))
         t = max(t, b)
         i += 1
     if t < hi:
-        out.append((t, hi, "idle.work"))
+        idle(t, hi)
     return out
 
 
@@ -273,6 +308,9 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
             if cat in (Category.HANDOFF, Category.LOCK_WAIT):
                 out.append(_Piece(seg.tid, lo, hi, "handoff" if cat == Category.HANDOFF else "lock"))
                 continue
+            if kind == "wait.gil":
+                out.append(_Piece(seg.tid, lo, hi, kind, CATEGORY_KIND.get(cat, "cpu.python")))
+                continue
             f_core = core_wait.get(seg.tid, 0.0) if kind in ON_CPU else 0.0
             cut = hi - int((hi - lo) * f_core)
             if cut > lo:
@@ -280,6 +318,7 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
             if hi > cut:
                 out.append(_Piece(seg.tid, cut, hi, "wait.core"))
     out, dropped["calibrated"] = _calibrate(out, usage)
+    out, dropped["futex_readings_ran"] = _ran_through_futex(out, usage)
     return _idle_loops(out), {k: v for k, v in dropped.items() if v}
 
 
@@ -315,6 +354,43 @@ def _calibrate(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> tuple[lis
         if p.end_ns > cut:
             out.append(replace(p, start_ns=cut, kind="io.wait" if p.kind == "io.copy" else "lock"))
     return out, len(keep)
+
+
+def _ran_through_futex(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> tuple[list[_Piece], int]:
+    """The reverse of _calibrate: a thread read asleep in a futex (``wait.gil``) whose /proc CPU time
+    covers its running pieces and more ran through those readings: a reading is one instant (a GIL
+    handoff between two ops, a short mutex), the CPU clock counts all of it. That much of its
+    ``wait.gil`` time (in proportion, at most all) goes back to the kind its stacks show. Seen on a
+    model worker in ``Linear.forward``: read in a futex for 5.3 of 11.8 sampled s, 11.9 s of CPU."""
+    running: dict[int, int] = defaultdict(int)
+    waiting: dict[int, int] = defaultdict(int)
+    for p in pieces:
+        if p.kind in ON_CPU:
+            running[p.tid] += p.end_ns - p.start_ns
+        elif p.kind == "wait.gil" and p.ran is not None:
+            waiting[p.tid] += p.end_ns - p.start_ns
+    share: dict[int, float] = {}
+    for tid, ns in waiting.items():
+        tu = usage.get(tid)
+        if tu is None or len(tu.readings) < 2:
+            continue
+        spare = max(0.0, tu.cpu_s) * 1e9 - running[tid]
+        if spare > CPU_SLACK_NS:
+            share[tid] = min(1.0, spare / ns)
+    if not share:
+        return pieces, 0
+    out = []
+    for p in pieces:
+        f = share.get(p.tid)
+        if f is None or p.kind != "wait.gil" or p.ran is None:
+            out.append(p)
+            continue
+        cut = p.start_ns + int((p.end_ns - p.start_ns) * f)
+        if cut > p.start_ns:
+            out.append(replace(p, end_ns=cut, kind=p.ran, ran=None))
+        if p.end_ns > cut:
+            out.append(replace(p, start_ns=cut))
+    return out, len(share)
 
 
 def _idle_loops(pieces: list[_Piece]) -> list[_Piece]:
@@ -474,6 +550,10 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
     terms.sort(key=lambda t: -t.share)
     notes = [f"{threads} thread(s) accounted"]
     calibrated = dropped.pop("calibrated", 0)
+    futex_ran = dropped.pop("futex_readings_ran", 0)
+    if futex_ran:
+        notes.append(f"{futex_ran} thread(s) read asleep in a futex used the CPU time of running through those "
+                     "readings (/proc CPU time): that part counted as what their stacks show, not as GIL waits")
     io_unseen = dropped.pop("io_frames_without_io_waits", 0)
     if io_unseen:
         notes.append(f"{io_unseen} socket/file stack(s) without a /proc reading counted as lock/GIL waits: the "

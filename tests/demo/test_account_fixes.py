@@ -2,6 +2,8 @@
 for work (not on another thread), and an event loop awaiting an unbatched model worker is its queue."""
 from __future__ import annotations
 
+import pytest
+
 from diagnose.account.threads import AWAITED_MIN, QUEUED_MIN, _in_work_loop, _queued
 from diagnose.model import Quadrant
 from diagnose.signals.stacks import Frame
@@ -70,11 +72,79 @@ def test_the_llm_verdict_names_the_phase_that_leads():
 def test_an_event_loop_awaits_only_while_a_request_span_is_open():
     """A healthy service's loop waited in epoll with 8 idle keep-alive connections: the accepted
     connections said "requests open" all the time and the whole wait read as IO. Spans say when."""
-    from diagnose.account.threads import _split_open
+    from diagnose.account.threads import OpenRequests, _split_open
 
-    spans = ([100, 300], [150, 320])  # two requests' union: [100, 150) and [300, 320)
+    spans = OpenRequests([100, 300], [150, 320])  # two requests' union: [100, 150) and [300, 320)
     assert _split_open(0, 400, spans) == [(0, 100, "idle.work"), (100, 150, "await"), (150, 300, "idle.work"),
                                           (300, 320, "await"), (320, 400, "idle.work")]
     assert _split_open(120, 130, spans) == [(120, 130, "await")]
     assert _split_open(160, 290, spans) == [(160, 290, "idle.work")]
     assert _split_open(310, 500, spans) == [(310, 320, "await"), (320, 500, "idle.work")]
+
+
+def test_with_spans_sampled_an_idle_loop_awaits_the_sampled_out_requests_by_their_in_flight():
+    """The demo's service scenario read as IO once the agent sampled its spans 1 in 2: with the spans
+    set aside, the accepted (keep-alive) connections said "a request open" all the time. Now the kept
+    traces say when one was open, and the sampled-out ones' in-flight the share of the rest."""
+
+    from diagnose.account.threads import OpenRequests, _split_open
+
+    half = OpenRequests([100], [200], unseen=0.25)
+    assert _split_open(0, 400, half) == [(0, 25, "await"), (25, 100, "idle.work"), (100, 200, "await"),
+                                         (200, 250, "await"), (250, 400, "idle.work")]
+    assert _split_open(0, 400, OpenRequests([100], [200])) == [(0, 100, "idle.work"), (100, 200, "await"),
+                                                               (200, 400, "idle.work")]
+
+
+def test_open_requests_of_a_sampled_bundle_are_the_kept_traces_and_the_rest_by_littles_law(tmp_path):
+    import math
+    import random
+
+    from diagnose.account.threads import _open_requests
+    from diagnose.agent.inproc.spanbudget import hex_kept
+    from diagnose.bundle import Bundle, BundleWriter
+
+    rng, t0 = random.Random(5), 1_700_000_000 * 10**9
+    w = BundleWriter(tmp_path)
+    kept = []
+    for i in range(2000):  # a request every 5 ms, each open 1.5 ms: 0.3 in flight
+        tid = f"{rng.getrandbits(128):032x}"
+        start = t0 + i * 5_000_000
+        w.stream("spans.jsonl").write({"trace_id": tid, "span_id": f"{i + 1:016x}", "parent_span_id": None,
+                                       "name": "POST /predict", "kind": "server", "start_ns": start,
+                                       "end_ns": start + 1_500_000, "status": "unset", "attributes": {},
+                                       "events": [], "source": "agent"})
+        if hex_kept(tid, 1 / 4):
+            kept.append(start)
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**10, "collectors": [
+        {"name": "agent", "state": "ok", "counts": {"spans_keep_fraction": 0.25,
+                                                     "spans_keep_history": [[t0, 0.25]]}}]})
+    w.close()
+    o = _open_requests(Bundle.open(tmp_path))
+    assert o is not None and o.starts == kept  # only the final sample's traces, each its own interval
+    # the kept quarter is 0.075 in flight, the other three quarters 0.225: P(one open) = 1 - e^-0.225
+    assert o.unseen == pytest.approx(1 - math.exp(-0.225), rel=0.1)
+
+
+def test_a_thread_read_in_a_futex_whose_cpu_time_covers_it_ran_through_those_readings():
+    """The compute scenario read as service about one run in three: its model worker was read asleep in
+    a futex (a GIL handoff between two ops) at 45% of its instants inside ``Linear.forward``, while /proc
+    said it used 11.9 s of CPU against 6.5 s of sampled running: the futex readings were instants."""
+    from diagnose.account.threads import _Piece, _ran_through_futex
+    from diagnose.signals.threads import Reading, ThreadUsage
+
+    s = 10**9
+    worker = [_Piece(1, 0, 6 * s, "cpu.compute"), _Piece(1, 6 * s, 11 * s, "wait.gil", "cpu.compute"),
+              _Piece(1, 11 * s, 20 * s, "idle.work")]
+    readings = [Reading(0, "running", None, None), Reading(20 * s, "lock_wait", "futex_do_wait", None)]
+    out, n = _ran_through_futex(worker, {1: ThreadUsage(1, cpu_s=11.9, readings=readings)})
+    assert n == 1 and [(p.start_ns, p.end_ns, p.kind) for p in out] == [
+        (0, 6 * s, "cpu.compute"), (6 * s, 11 * s, "cpu.compute"), (11 * s, 20 * s, "idle.work")]
+    # two Python threads taking turns on the GIL: each used only the CPU of its running half
+    turns = [_Piece(2, 0, 5 * s, "cpu.python"), _Piece(2, 5 * s, 10 * s, "wait.gil", "cpu.python")]
+    out, n = _ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=5.05, readings=readings)})
+    assert n == 0 and out == turns
+    # in between: 2 of the 5 waiting seconds ran
+    out, _ = _ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=7.0, readings=readings)})
+    assert [(p.start_ns, p.end_ns, p.kind) for p in out] == [
+        (0, 5 * s, "cpu.python"), (5 * s, 7 * s, "cpu.python"), (7 * s, 10 * s, "wait.gil")]

@@ -28,7 +28,13 @@ def _capture(service, tmp_path, *target_args: str) -> tuple[list[dict], dict, di
                        "--no-tui", timeout=150)
     assert res.returncode == 0, res.stderr
     os.kill(svc.pid, signal.SIGTERM)
-    read_until(svc.proc, "{", 30, svc.lines)
+    try:
+        read_until(svc.proc, "{", 30, svc.lines)
+    except RuntimeError as exc:
+        if svc.proc.returncode == -signal.SIGSEGV:  # seen once in ~40 runs (CI, 2026-12-02): not the bound
+            pytest.xfail(f"the target crashed in torch's profiler (Kineto stopped while another thread ran an "
+                         f"op: pytorch/pytorch#64795, #132331; README 'Known limits'): {str(exc)[-300:]}")
+        raise
     own = json.loads(svc.lines[-1])
     bundle = only_bundle(tmp_path)
     windows = [json.loads(x) for x in (bundle / "torch.jsonl").read_text().splitlines()]

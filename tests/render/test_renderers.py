@@ -60,3 +60,45 @@ def test_markdown_has_the_ticket_sections(report):
     assert "diagnose attach" in md.split("## Reproduce")[1]
     assert "pyspy error ratio" in full
     assert md.index("## Where the time went") < md.index("## Key metrics") < md.index("## Findings")
+
+
+FIXTURE_BUNDLES = sorted(p.parent for p in (REPO / "fixtures").glob("*/*/manifest.json"))
+
+
+@pytest.fixture(scope="module", params=FIXTURE_BUNDLES, ids=[f"{p.parent.name}/{p.name}" for p in FIXTURE_BUNDLES])
+def fixture_report(request):
+    return analyse(request.param)
+
+
+def test_every_renderer_on_every_fixture_bundle(fixture_report):
+    """Every registered renderer on every recorded bundle: a document, the same one twice, and valid
+    by its format's own check (GFM ticket title and size, the findings schema, the Trace Event Format
+    checker, speedscope's schema where fetched)."""
+    import jsonschema
+    from render.test_speedscope import SCHEMA
+    from render.trace_event_format import check_trace
+
+    from diagnose.render.findings_json import findings_schema
+    from diagnose.render.markdown.report import MAX_CHARS
+
+    quadrant = fixture_report.analysis.verdict.quadrant.value
+    for fmt, cls in sorted(RENDERERS.items()):
+        body = cls().render(fixture_report)
+        assert body and cls().render(fixture_report) == body, fmt
+        text = body.decode() if isinstance(body, bytes) else body
+        if fmt == "md":
+            first = text.split("\n", 1)[0]
+            assert is_report(text) and len(text) <= MAX_CHARS, (len(text), first)
+            assert quadrant.replace("_", " ") in first.lower() or "no verdict" in first.lower(), first
+            assert first.lstrip("# ") in gfm_text(text)  # the title renders as written
+        elif fmt == "md-full":
+            assert is_report(text) and "## Signals" in text
+        elif fmt == "json":
+            jsonschema.validate(json.loads(text), findings_schema())
+            assert json.loads(text)["verdict"]["quadrant"] == quadrant
+        elif fmt == "perfetto":
+            assert check_trace(json.loads(text)) == []
+        elif fmt == "speedscope" and SCHEMA.is_file():
+            jsonschema.validate(json.loads(text), json.loads(SCHEMA.read_text()))
+        else:
+            assert fmt in ("speedscope",), f"{fmt}: a renderer this test does not check yet"

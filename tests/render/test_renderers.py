@@ -7,7 +7,7 @@ import pytest
 
 from diagnose.pipeline import analyse
 from diagnose.render import RENDERERS, UnknownFormat, render
-from helpers import REPO, gfm_text, is_report
+from helpers import REPO, gfm_html, gfm_text, is_report
 
 BUNDLE = REPO / "fixtures" / "cpu" / "service-json"
 
@@ -90,7 +90,8 @@ def test_every_renderer_on_every_fixture_bundle(fixture_report):
             first = text.split("\n", 1)[0]
             assert is_report(text) and len(text) <= MAX_CHARS, (len(text), first)
             assert quadrant.replace("_", " ") in first.lower() or "no verdict" in first.lower(), first
-            assert first.lstrip("# ") in gfm_text(text)  # the title renders as written
+            title = gfm_text(first).strip()  # as a reader sees it: every escape consumed, nothing injected
+            assert gfm_html(first).startswith("<h1>") and "\\" not in title and title.split(":")[0] in first, title
         elif fmt == "md-full":
             assert is_report(text) and "## Signals" in text
         elif fmt == "json":

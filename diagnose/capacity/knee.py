@@ -33,7 +33,9 @@ Acceptance criteria (all must hold for a knee from the fit):
    slope before it (a flat or falling first segment counts as slope 0), and the segmented fit cuts the
    squared error of one straight line by at least ``MIN_FIT_IMPROVEMENT`` (50%, as GuideLLM).
 4. The knee step, whose measured throughput and P99 are reported, is the highest unsaturated step at or
-   below the join (so a measured point, on the flat side).
+   below the join (so a measured point, on the flat side) whose P99 is still under ``MIN_RISE`` (2x) the
+   lowest P99 of the steps below it: a plateau after a jump (a loaded host: 15, 23, 272, 242, 209, 475 ms)
+   pulls the join past a step that has already degraded. The same holds for a knee by saturation.
 
 When 3 fails (or fewer than 4 steps remain to fit) but a step is saturated, the knee is the last step
 before the first saturated one (``basis`` "saturation"): throughput that stops following the offered
@@ -166,6 +168,13 @@ def _knee_step(steps: Sequence[LoadStep], upto_qps: float) -> int | None:
     return found[-1] if found else None
 
 
+def _degraded(steps: Sequence[LoadStep], i: int) -> bool:
+    """Step ``i``'s P99 is at least MIN_RISE x the lowest P99 of the steps below it."""
+    below = [s.p99_ms for s in steps[:i] if s.p99_ms is not None]
+    p99 = steps[i].p99_ms
+    return bool(below) and p99 is not None and p99 >= MIN_RISE * min(below)
+
+
 def _no_knee(reason: str, fit: _Fit | None = None, improvement: float | None = None) -> Knee:
     return Knee(False, reason, None, fit.join if fit else None, None, None, None, None,
                 fit.slope_before if fit else None, fit.slope_after if fit else None, improvement)
@@ -173,6 +182,8 @@ def _no_knee(reason: str, fit: _Fit | None = None, improvement: float | None = N
 
 def _accept(steps: Sequence[LoadStep], i: int, basis: str, why: str, fit: _Fit | None = None,
             improvement: float | None = None) -> Knee:
+    while i > 0 and _degraded(steps, i):  # a step already degraded is past the knee, whatever the basis
+        i -= 1
     s = steps[i]
     return Knee(True, why, basis, fit.join if fit else None, i, s.offered_qps, s.achieved_qps, s.p99_ms,
                 fit.slope_before if fit else None, fit.slope_after if fit else None, improvement)
@@ -182,7 +193,9 @@ def _by_saturation(steps: Sequence[LoadStep], first: int, fit: _Fit | None = Non
                    improvement: float | None = None) -> Knee:
     sat = steps[first]
     return _accept(steps, first - 1, "saturation", f"throughput stopped following the load at {sat.offered_qps:g} "
-                   f"QPS offered ({sat.achieved_qps:.1f} achieved): the knee is the step before", fit, improvement)
+                   f"QPS offered ({sat.achieved_qps:.1f} achieved): the knee is the last step before it with P99 "
+                   "still flat",
+                   fit, improvement)
 
 
 def _find(pts: tuple[LoadStep, ...]) -> Knee:

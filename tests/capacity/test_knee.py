@@ -115,3 +115,13 @@ def test_knee_to_json():
     k = find_knee(steps([5, 5, 5, 5, 25, 45, 65]))
     j = k.to_json()
     assert j["accepted"] is True and j["offered_qps"] == 40.0 and set(j) >= {"reason", "basis", "breakpoint_qps"}
+
+
+def test_a_plateau_after_the_jump_does_not_put_the_knee_on_a_degraded_step():
+    """The demo service's sweep on a loaded 2-core host: P99 jumped 12x at 211 QPS offered, then sat on
+    a plateau, and the fit's join landed past 211: the knee is the last step still flat (141)."""
+    rates = [70.0, 141.0, 211.0, 282.0, 387.0, 528.0]
+    k = find_knee([LoadStep(x, a, y) for x, a, y in zip(rates, [70, 141, 192, 251, 361, 434],
+                                                        [15.2, 23.3, 272.2, 241.6, 208.9, 475.1])])
+    assert k.accepted and k.basis == "saturation"  # 251 of 282 offered: under 0.9x
+    assert (k.offered_qps, k.p99_ms) == (141.0, 23.3), k

@@ -11,6 +11,7 @@ from diagnose.compare.metrics import METRICS, MetricSpec, Noise
 from diagnose.compare.samples import Samples, samples_of
 from diagnose.model import Report
 from diagnose.signals.catalog import Worse
+from diagnose.signals.spans.sampling import agent_sampling
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ def _spreads(spec: MetricSpec, s: Samples) -> noise.Spread | None:
 
 
 def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Samples, sb: Samples,
-                 service_floor: float | None = None) -> MetricDelta:
+                 service_floor: float | None = None, sampled: str = "") -> MetricDelta:
+    """``sampled``: what to add to a too-few-requests reason when a capture's spans were sampled."""
     if base is None or new is None:
         return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, None, None, None,
                            "measured in one capture only" if (base is None) != (new is None) else "not measured")
@@ -144,8 +146,9 @@ def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Sa
         need = int(10 / (1 - spec.percentile / 100))  # ten requests past the percentile in each capture
         if min(len(sa.latency_ms), len(sb.latency_ms)) < need:
             return MetricDelta(spec.key, spec.label, spec.unit, spec.worse, base, new, None, None, None,
-                               f"fewer than {need} requests in a capture: too few past {spec.label} to judge "
-                               "its noise", too_few=True)
+                               f"fewer than {need} requests in a capture ({len(sa.latency_ms):,} and "
+                               f"{len(sb.latency_ms):,}{sampled}): too few past {spec.label} to judge its noise",
+                               too_few=True)
         ci = noise.bootstrap_diff_ci(sa.latency_ms, sb.latency_ms, spec.percentile)
     floor = noise.floor_for(spec.noise.value, spec.percentile, service_floor)
     sig = noise.judge(new - base, base, _spreads(spec, sa), _spreads(spec, sb), ci, floor)
@@ -169,7 +172,10 @@ def compare(base: Report, new: Report, service_floor: float | None = None) -> Co
     va, vb = base.analysis.verdict.scores, new.analysis.verdict.scores
     quads = list(dict.fromkeys([*va, *vb]))
     shares = tuple((q.value, va.get(q, 0.0), vb.get(q, 0.0)) for q in quads)
-    metrics = tuple(metric_delta(m, _value(base, m), _value(new, m), sa, sb, service_floor) for m in METRICS
+    one_in = [f"{'BASE' if r is base else 'NEW'} 1 in {s.one_in}" for r in (base, new)
+              if (s := agent_sampling(r.manifest.get("collectors") or [])) is not None]
+    sampled = f"; the agent sampled spans: {', '.join(one_in)}" if one_in else ""
+    metrics = tuple(metric_delta(m, _value(base, m), _value(new, m), sa, sb, service_floor, sampled) for m in METRICS
                     if _value(base, m) is not None or _value(new, m) is not None)
     return Comparison(_side(base), _side(new), shares, metrics, _findings(base, new))
 

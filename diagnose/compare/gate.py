@@ -83,13 +83,13 @@ def _judge(c: Condition, comp: Comparison) -> GateResult:
     beyond = change > c.amount if c.rise else change < -c.amount
     unit = "%" if c.percent else f" {m.unit}"
     said = f"{c.key} {change:+.1f}{unit} (limit {'+' if c.rise else '-'}{c.amount:g}{unit})"
+    if m.too_few:  # neither a pass nor a regression, whichever side of the limit the estimate fell
+        return GateResult(c, False, f"{said}: {m.method}; capture longer", unjudged=True)
     if not beyond:
         return GateResult(c, False, f"{said}: within the limit")
     if m.significant is False:
         return GateResult(c, False, f"{said}: beyond the limit but within the captures' noise "
                                     f"(band ±{m.band:.3g} {m.unit})")
-    if m.too_few:
-        return GateResult(c, False, f"{said}: {m.method}; capture longer", unjudged=True)
     if m.significant is None:
         return GateResult(c, True, f"{said}: beyond the limit (noise not estimated: {m.method})")
     return GateResult(c, True, f"{said}: beyond the limit and beyond the noise (band ±{m.band:.3g} {m.unit})")

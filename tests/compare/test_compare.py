@@ -82,6 +82,17 @@ def test_a_gate_on_what_was_not_measured_is_not_judged(captures):
     assert "# Gate not judged" in r.stdout and "not judged `sm=+5%`" in r.stdout
 
 
+def test_a_percentile_with_too_few_requests_past_it_is_not_judged_on_either_side_of_the_limit(reports):
+    """P999 of a 4 s capture is its slowest few requests: the gate passed it when the estimate fell
+    inside the limit and refused to judge it when outside (new-user trial). Neither, now."""
+    base, again, _ = reports
+    comp = compare(base, again)
+    assert comp.metric("p999").too_few
+    for limit in ("p999=+1000%", "p999=+0.001%"):
+        [r] = evaluate(parse_fail_on(limit), comp)
+        assert r.unjudged and not r.failed and "too few past" in r.reason, r
+
+
 def test_performance_file_baseline_then_history(captures, tmp_path):
     base, again, slower = (str(p) for p in captures)
     perf = tmp_path / "perf.md"

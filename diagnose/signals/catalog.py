@@ -265,6 +265,9 @@ _SPANS: tuple[SignalSpec, ...] = (
         keys=STAGES, worse_by_key=((Stage.QUEUE, H),)),
     _tl("spans.tail_gc_overlap_pct", "%", H,
         f"{SPANS} + {GC.name}: share of the slowest 1% of requests overlapping a GC pause"),
+    _tl("spans.tail_gc_overlap_excess_pct", "%", H,
+        f"{SPANS} + {GC.name}: share of the slowest 1% overlapping a GC pause minus the share of all requests "
+        "(percentage points: the tail's excess over any request)"),
     *(_tl(f"llm.{m}_{q}_ms", "ms", H, f"{SPANS}, gen_ai attributes / first-token events: {q.upper()} of {m.upper()} "
           f"({'time to first token' if m == 'ttft' else 'time per output token'})")
       for m in ("ttft", "tpot") for q in ("p50", "p99")),

@@ -164,12 +164,15 @@ def test_span_signals_rules_and_report(bundle):
     sig = r.signals
     assert sig["spans.p99_ms"].known and sig["spans.p99_ms"].unit == "ms"
     assert sig["spans.qps"].value > 0 and sig["spans.tail_gc_overlap_pct"].value == 100.0
+    assert sig["spans.tail_gc_overlap_excess_pct"].value >= 80.0  # only the slow requests collected
     assert sig["llm.ttft_p50_ms"].known and sig["llm.tpot_p99_ms"].known
     assert sig["gpu.idle_pct"].value is None and "no torch profiler trace" in sig["gpu.idle_pct"].reason
     a = analyze(bundle)
     assert any(f.rule_id == "secondary.gc_in_tail" for f in a.findings)
     assert not any("request latency" in n.what for n in a.not_judged)
     doc = json.loads(json.dumps(a.to_json()))
+    assert "points more than requests overall" in next(f["summary"] for f in doc["findings"]
+                                                        if f["rule_id"] == "secondary.gc_in_tail")
     assert doc["details"]["requests"]["latency"]["count"] == REQUESTS
 
 
@@ -220,3 +223,18 @@ def test_span_ids_that_make_a_cycle_end_the_request_walk():
                       rec("b" * 16, "c" * 16, "x", 1), rec("c" * 16, "b" * 16, "y", 1)])
     (req,) = ss.requests  # the cycle b <-> c has no root: no request
     assert req.span.name == "GET /"
+
+
+def test_gc_pauses_every_request_overlaps_do_not_explain_the_tail():
+    """New-user trial: "100% overlap a GC pause (all: 100%)" was a finding at confidence 1.00."""
+    from diagnose.model import Signal
+    from diagnose.rules import RULES
+    from diagnose.verdict.evaluate import evaluate
+
+    def fired(tail_pct: float, all_pct: float) -> bool:
+        sig = {"spans.tail_gc_overlap_pct": Signal("spans.tail_gc_overlap_pct", tail_pct, "%", "test"),
+               "spans.tail_gc_overlap_excess_pct": Signal("spans.tail_gc_overlap_excess_pct", tail_pct - all_pct,
+                                                          "%", "test")}
+        return any(f.rule_id == "secondary.gc_in_tail" for f in evaluate(RULES, sig)[0])
+
+    assert fired(100.0, 5.0) and not fired(100.0, 100.0) and not fired(20.0, 0.0)

@@ -14,11 +14,14 @@ LATENCY = (("spans.p50_ms", "p50_ms"), ("spans.p90_ms", "p90_ms"), ("spans.p95_m
            ("spans.p99_ms", "p99_ms"), ("spans.p999_ms", "p999_ms"), ("spans.mean_ms", "mean_ms"))
 
 
+GC_SIGNALS = ("spans.tail_gc_overlap_pct", "spans.tail_gc_overlap_excess_pct")
+
+
 def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) -> dict[str, Signal]:
     if not summary.get("requests"):
         out = {n: missing(n, "ms", SRC, reason) for n, _ in LATENCY}
         out["spans.qps"] = missing("spans.qps", "1/s", SRC, reason)
-        for n in [f"spans.stage_share_pct[{st}]" for st in STAGES] + ["spans.tail_gc_overlap_pct"]:
+        for n in [f"spans.stage_share_pct[{st}]" for st in STAGES] + list(GC_SIGNALS):
             out[n] = missing(n, "%", SRC, reason)
         return out
     lat = summary["latency"]
@@ -45,9 +48,12 @@ def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) 
     if tail.get("gc_overlap_pct") is not None:
         out["spans.tail_gc_overlap_pct"] = Signal("spans.tail_gc_overlap_pct", tail["gc_overlap_pct"], "%",
                                                   SRC + f" + {GC.name}, slowest 1% overlapping a GC pause")
+        out["spans.tail_gc_overlap_excess_pct"] = Signal(
+            "spans.tail_gc_overlap_excess_pct", tail["gc_overlap_pct"] - tail["gc_overlap_all_pct"], "%",
+            SRC + f" + {GC.name}, slowest 1% minus all requests overlapping a GC pause (percentage points)")
     else:
-        out["spans.tail_gc_overlap_pct"] = missing("spans.tail_gc_overlap_pct", "%", SRC,
-                                                   f"no GC pauses recorded ({GC.name} absent or empty)")
+        for n in GC_SIGNALS:
+            out[n] = missing(n, "%", SRC, f"no GC pauses recorded ({GC.name} absent or empty)")
     return out
 
 

@@ -22,7 +22,7 @@ from diagnose.compare.diff import Comparison
 from diagnose.compare.metrics import METRICS
 from diagnose.model import Report
 from diagnose.render.markdown.gfm import cell, code, text
-from diagnose.render.units import fmt_value, utc_datetime
+from diagnose.render.units import bound_words, fmt_value, utc_datetime
 
 VERSION = 1
 MAX_BYTES = 4 << 20
@@ -118,7 +118,8 @@ def set_baseline(state: PerfState | None, r: Report, service: str | None) -> Per
     hist = list(state.history or []) if state else []
     hist.append({"captured": snap["captured"], "change": "baseline set", "bundle": snap["bundle"],
                  "verdict": _verdict(snap), "deltas": {}, "gate": None, "findings": []})
-    return PerfState(name, snap, snap, hist)
+    newest = max((s for s in (snap, state.current if state else None) if s), key=lambda s: str(s.get("captured", "")))
+    return PerfState(name, snap, newest, hist)
 
 
 def record(state: PerfState | None, base: Report, new: Report, comp: Comparison, change: str | None,
@@ -129,10 +130,14 @@ def record(state: PerfState | None, base: Report, new: Report, comp: Comparison,
     deltas = {m.key: {"delta_pct": m.delta_pct, "delta": m.delta, "unit": m.unit, "significant": m.significant,
                       "direction": m.direction} for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
     row = {"captured": snap["captured"], "change": change or "(not described: pass --change TEXT)",
-           "bundle": snap["bundle"], "verdict": _verdict(snap), "deltas": deltas,
-           "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
-           "findings": [f"{f.change}: {f.title}" for f in comp.findings if f.change != "kept"]}
-    return PerfState(st.service, st.baseline, snap, [*(st.history or []), row][-MAX_HISTORY:])
+           "bundle": snap["bundle"], "against": snapshot(base)["captured"], "verdict": _verdict(snap),
+           "deltas": deltas, "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
+           "findings": list(dict.fromkeys(f"{f.change}: {f.title} ({f.rule_id})" for f in comp.findings
+                                          if f.change != "kept"))}
+    history = sorted([*(st.history or []), row], key=lambda h: str(h.get("captured", "")))[-MAX_HISTORY:]
+    # the current bottleneck is the newest capture on record, whichever order they were compared in
+    newest = max((s for s in (snap, st.current) if s), key=lambda s: str(s.get("captured", "")))  # ties: snap
+    return PerfState(st.service, st.baseline, newest, history)
 
 
 def service_name(r: Report) -> str:
@@ -152,7 +157,7 @@ def _verdict(snap: dict[str, Any]) -> str:
     q, layer = str(snap.get("quadrant")), snap.get("layer")
     if q in ("no_load", "unknown"):
         return "No load" if q == "no_load" else "No verdict"
-    return f"{q.capitalize()}-bound" + (f", {layer} layer" if layer else "")
+    return bound_words(q) + (f", {layer} layer" if layer else "")
 
 
 def _finite(v: Any) -> float | None:
@@ -201,7 +206,8 @@ def _json_safe(v: Any, depth: int = 0) -> Any:
 def _history_row(h: dict[str, Any]) -> str:
     raw = h.get("deltas")
     deltas: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    cells = [cell(h.get("captured", "?")), cell(h.get("change", "")), cell(h.get("verdict", ""))]
+    cells = [cell(h.get("captured", "?")), cell(h.get("against") or "-"), cell(h.get("change", "")),
+             cell(h.get("verdict", ""))]
     cells += [_delta_cell(deltas.get(k)) for k in HISTORY_KEYS]
     found = h.get("findings")
     listed = "; ".join(map(str, found)) if isinstance(found, list) and found else "-"
@@ -226,11 +232,14 @@ def render(state: PerfState) -> str:
     if base:
         out += ["## Baseline", "", f"Captured {text(base.get('captured'))}, bundle {code(base.get('bundle', '?'))}; "
                 f"verdict {text(_verdict(base))}.", ""] + _metric_rows(base)
-    out += ["## History", "", "| captured | change | verdict | " + " | ".join(HISTORY_KEYS) + " | gate | findings |",
-            "|" + "---|" * (len(HISTORY_KEYS) + 5)]
-    for h in state.history or []:
-        out.append(_history_row(h))
-    out += ["", "Changes against the capture before; \"-\": not measured in both (latency and QPS need stage spans); "
+    out += ["## History", "", "| captured | against | change | verdict | " + " | ".join(HISTORY_KEYS)
+            + " | gate | findings |", "|" + "---|" * (len(HISTORY_KEYS) + 6)]
+    for h in sorted(state.history or [], key=lambda h: str(h.get("captured", "")) if isinstance(h, dict) else ""):
+        if isinstance(h, dict):
+            out.append(_history_row(h))
+    out += ["", "In capture time order; each row's changes are against the capture it was compared with (the "
+            "BASE of `compare BASE NEW`, captured at \"against\"); \"-\": not measured in both (latency and QPS "
+            "need stage spans); "
             "\"(noise)\": within the captures' own run-to-run noise; pp: percentage points."]
     blob = json.dumps(_json_safe(state.to_json()), indent=1, allow_nan=False).replace(">", "\\u003e")
     return "\n".join(out) + f"\n\n{MARKER} v{VERSION}\n{blob}\n-->\n"

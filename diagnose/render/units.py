@@ -75,3 +75,8 @@ def utc_clock_ms(ns: int) -> str:
     arithmetic: any int (a hostile trace's) formats, where datetime would overflow."""
     s, frac = divmod(int(ns), 1_000_000_000)
     return f"{(s // 3600) % 24:02d}:{(s // 60) % 60:02d}:{s % 60:02d}.{frac // 1_000_000:03d}"
+
+
+def bound_words(quadrant: str) -> str:
+    """``"io"`` -> ``"IO-bound"``, ``"service"`` -> ``"Service-bound"``: a quadrant as a title says it."""
+    return ("IO" if quadrant == "io" else quadrant.capitalize()) + "-bound"

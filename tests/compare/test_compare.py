@@ -117,6 +117,19 @@ def test_performance_file_baseline_then_history(captures, tmp_path):
     assert "3x hashing --> slower" in shown and "diagnose-performance-file" not in shown
 
 
+def test_performance_file_history_in_capture_order_each_row_against_its_base():
+    """New-user trial: rows were in recording order, "Io-bound", and the note said each row was against
+    the capture before it when it was against the BASE it was compared with."""
+    from diagnose.compare.perf_file import PerfState, render
+
+    snap = {"captured": "2026-12-02 00:58:43", "quadrant": "io", "layer": "system", "headline": "h", "metrics": {}}
+    rows = [{"captured": "2026-12-02 00:58:43", "against": "2026-12-02 00:50:00", "change": "second", "verdict": "x"},
+            {"captured": "2026-12-02 00:57:53", "against": "2026-12-02 00:50:00", "change": "first", "verdict": "y"}]
+    body = render(PerfState("svc", snap, snap, rows))
+    assert body.index("| first |") < body.index("| second |") and "**IO-bound, system layer**" in body
+    assert "| 2026-12-02 00:57:53 | 2026-12-02 00:50:00 | first |" in body and "BASE of `compare BASE NEW`" in body
+
+
 def test_performance_file_refuses_what_diagnose_did_not_write(tmp_path, captures):
     base = str(captures[0])
     runner = CliRunner()

@@ -12,6 +12,7 @@ from diagnose.pipeline import analyse
 from diagnose.render import render
 from diagnose.render.markdown.gfm import code, fenced, text
 from diagnose.render.markdown.report import MAX_CHARS
+from diagnose.render.units import bound_words
 from helpers import REPO, gfm_html, gfm_text
 
 HOSTILE = ["compute.<locals>.step", "/proc/<pid>/task", "__init__", "a|b", "<img src=x onerror=alert(1)>",
@@ -74,6 +75,6 @@ def test_the_default_report_is_ticket_sized_with_the_verdict_first(fixture):
     assert len(md) <= MAX_CHARS < len(full) or len(full) <= MAX_CHARS
     first = md.split("\n", 1)[0]
     v = rep.verdict
-    assert first.startswith(f"# {v.quadrant.value.capitalize()}-bound")
+    assert first.startswith(f"# {bound_words(v.quadrant.value)}")
     assert f"pid {rep.manifest['target']['pid']}" in first
     assert len(first) < 160  # a ticket title

@@ -17,7 +17,7 @@ from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
 from diagnose.render.markdown.gfm import code, fenced, text
 from diagnose.render.markdown.gfm import table as _table
-from diagnose.render.units import fmt_value, utc_datetime
+from diagnose.render.units import bound_words, fmt_value, utc_datetime
 
 MAX_FRAMES = 8
 MAX_CHARS = 12_000  # the default report fits a ticket field (Jira: 32,767) several times over
@@ -43,7 +43,7 @@ def _verdict_words(a: Analysis) -> str:
         veto = next((f for f in a.findings if f.blocks_verdict), None)
         return f"No verdict, {veto.title[:1].lower() + veto.title[1:]}" if veto else "No verdict"
     mixed = f" with {v.mixed_with.value}" if v.mixed_with else ""
-    return f"{v.quadrant.value.capitalize()}-bound{mixed}" + (f", act on the {v.layer.value} layer" if v.layer else "")
+    return f"{bound_words(v.quadrant.value)}{mixed}" + (f", act on the {v.layer.value} layer" if v.layer else "")
 
 
 class MarkdownRenderer(Renderer):

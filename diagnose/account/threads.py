@@ -35,7 +35,7 @@ from diagnose.signals.process import accepted_connections
 from diagnose.signals.spans.analytics import parse_spans
 from diagnose.signals.spans.sampling import agent_sampling, in_sample
 from diagnose.signals.stacks import Frame
-from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, thread_usage
+from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage, bundle_thread_usage
 from diagnose.signals.timeline import AGENT_THREAD_PREFIX
 
 WAITS = ("lock", "handoff", "await")  # waits on other threads (or, for "await", on the loop's sockets)
@@ -80,8 +80,7 @@ class _Piece:
 
 
 def _usage(bundle: Bundle) -> dict[int, ThreadUsage]:
-    return bundle.derived("process.thread_usage", lambda: thread_usage(
-        sorted(bundle.stream(PROCESS), key=lambda r: r.get("t_ns", 0))))
+    return bundle_thread_usage(bundle)
 
 
 def _in_flight(bundle: Bundle) -> tuple[list[int], list[int]]:

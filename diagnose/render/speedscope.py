@@ -33,6 +33,7 @@ class SpeedscopeRenderer(Renderer):
     def render(self, report: Report) -> str:
         # lazily: the registry is imported by `diagnose --help`, the signals package pulls numpy
         from diagnose.signals.cpu import pyspy_windows
+        from diagnose.signals.timeline import AGENT_THREAD_PREFIX
 
         frames: dict[Frame, int] = {}
         threads: dict[int, dict[str, Any]] = {}
@@ -46,7 +47,12 @@ class SpeedscopeRenderer(Renderer):
                 t = threads.setdefault(seg.tid, {"name": name, "samples": [], "weights": []})
                 t["samples"].append([frames.setdefault(f, len(frames)) for f in seg.frames])
                 t["weights"].append(dur_s)
-        profiles = [_profile(tid, t) for tid, t in sorted(threads.items(), key=lambda kv: -sum(kv[1]["weights"]))]
+        # every thread is sampled for the whole window: open on the one that used the most CPU (/proc
+        # readings), diagnose's own agent threads last
+        cpu = _thread_cpu_s(report)
+        order = sorted(threads.items(), key=lambda kv: (kv[1]["name"].startswith(AGENT_THREAD_PREFIX),
+                                                         -cpu.get(kv[0], 0.0), kv[0]))
+        profiles = [_profile(tid, t) for tid, t in order]
         target = report.manifest.get("target") or {}
         doc = {
             "$schema": SCHEMA,
@@ -57,6 +63,14 @@ class SpeedscopeRenderer(Renderer):
             "profiles": profiles,
         }
         return json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def _thread_cpu_s(report: Report) -> dict[int, float]:
+    """CPU seconds per thread over the capture (process collector: utime + stime deltas)."""
+    from diagnose.signals.threads import bundle_thread_usage
+
+    usage = bundle_thread_usage(report.bundle)
+    return {tid: tu.cpu_s for tid, tu in usage.items()}
 
 
 def _thread_names(report: Report) -> dict[int, str]:

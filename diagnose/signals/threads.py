@@ -11,10 +11,13 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.bundle.counters import cpu_since, thread_cpu_s
 from diagnose.rules.frame_catalog import WAIT_CHANNELS
+
+if TYPE_CHECKING:
+    from diagnose.bundle import Bundle
 
 
 def wait_class(state: str | None, wchan: str | None) -> str:
@@ -130,3 +133,12 @@ class KernelTimeline:
         i = bisect.bisect_left(times, t_ns)
         best = min((j for j in (i - 1, i) if 0 <= j < len(times)), key=lambda j: abs(times[j] - t_ns))
         return self._threads[tid].readings[best] if abs(times[best] - t_ns) <= tolerance_ns else None
+
+
+def bundle_thread_usage(bundle: Bundle) -> dict[int, ThreadUsage]:
+    """thread_usage of a bundle's process readings (time-ordered), computed once per bundle."""
+    from diagnose.bundle.streams import PROCESS
+
+    return bundle.derived("process.thread_usage", lambda: thread_usage(
+        sorted(bundle.stream(PROCESS), key=lambda r: r.get("t_ns", 0))))
+

@@ -42,3 +42,16 @@ def test_validates_against_speedscopes_published_schema(bundle):
 
     schema = json.loads(SCHEMA.read_text())
     jsonschema.validate(json.loads(render(analyse(bundle), "speedscope")), schema)
+
+
+@pytest.mark.parametrize("bundle", FIXTURES, ids=[p.name for p in FIXTURES])
+def test_opens_on_the_thread_that_used_the_most_cpu(bundle):
+    """Every thread is sampled for the whole window, so the old order by sampled time opened on any
+    thread, diagnose's own agent thread once (new-user trial): the first profile is the busiest."""
+    from diagnose.signals.threads import bundle_thread_usage
+
+    report = analyse(bundle)
+    doc = json.loads(render(report, "speedscope"))
+    cpu = {tid: tu.cpu_s for tid, tu in bundle_thread_usage(report.bundle).items()}
+    tids = [int(p["name"].rsplit("(", 1)[1].rstrip(")")) for p in doc["profiles"]]
+    assert doc["activeProfileIndex"] == 0 and cpu.get(tids[0], 0.0) == max(cpu.get(t, 0.0) for t in tids)

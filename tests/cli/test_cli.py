@@ -92,6 +92,9 @@ def test_demo_runs_end_to_end(tmp_path):
     assert doc["verdict"]["quadrant"] == "service"
     md = (b / "report.md").read_text()  # issue 13: the demo's report is a ticket, its title the verdict
     assert is_report(md) and len(md) <= 12_000 and md.startswith("# Service-bound"), (len(md), md[:200])
+    ss = run_diagnose("report", str(b), "-f", "speedscope")  # opens on the service's busiest thread
+    first = json.loads(ss.stdout)["profiles"][0]["name"]
+    assert ss.returncode == 0 and not first.startswith("diagnose-"), first
     dq = doc["data_quality"]
     assert dq["pyspy_samples"] > 100 and dq["spans"] > 20 and dq["torch_traces"] >= 1
     assert (b / "gc.jsonl").is_file() and (b / "process.jsonl").is_file() and dq["gpu_counters"] == "unavailable"

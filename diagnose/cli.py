@@ -899,10 +899,21 @@ def entry() -> None:
 
     default_signal_actions()  # until a capture or the demo installs its own: 128 + N at once, never "Aborted!"
     try:
-        main(standalone_mode=True)
+        code = main(prog_name="diagnose", standalone_mode=False)
+    except click.UsageError as exc:  # one line naming the cause and where the fix is, not click's three
+        where = exc.ctx.command_path if exc.ctx is not None else "diagnose"
+        click.echo(f"diagnose: {exc.format_message()} (see `{where} --help`)", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
     except SystemExit:
         raise
     except Exception as exc:  # a bug: its traceback, one line naming it, and an exit code of its own
         traceback.print_exc()
         click.echo(f"diagnose: internal error: {type(exc).__name__}: {exc} (a bug; please report it)", err=True)
         sys.exit(EXIT_BUG)
+    sys.exit(code if isinstance(code, int) else 0)

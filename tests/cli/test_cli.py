@@ -60,6 +60,9 @@ def test_report_renders_without_touching_bundle(tmp_path):
     assert not (b / "report.md").exists()
     res = run_diagnose("report", str(b), "-f", "svg")
     assert res.returncode == 2 and "'svg' is not one of 'md', 'md-full', 'json'" in res.stderr  # the registry
+    # one line naming the cause and where to look, not click's Usage / Try / Error (new-user trial)
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("diagnose: Invalid value for '-f'"), res.stderr
+    assert "(see `diagnose report --help`)" in res.stderr
 
 
 def test_doctor_reports_pyspy_and_missing_nvml():

@@ -22,8 +22,11 @@ Exit codes:
   0  ok
   1  regression: compare --fail-on found a metric past its limit, beyond the noise
   2  usage, input or target error (bad pid, unwritable --out, already attached, a gated
-     metric not measured in both captures)
-  3  capture failed entirely (no collector recorded anything)
+     metric not measured in both captures or with too few requests, a sweep URL that
+     answers nothing or a --command that breaks its contract, an unreadable --sweep file)
+  3  capture failed entirely (no collector recorded anything), run --capture whose command
+     exited before the capture started, demo without the `demo` extra or whose service
+     did not start
   4  internal error: a bug in diagnose (the traceback says where; please report it)
   5  analyze: the per-rank fan-out failed (--scheduler / DASK_SCHEDULER_ADDRESS
      unreachable or malformed, distributed not installed, a worker died, a worker
@@ -844,7 +847,7 @@ def doctor(pid: int | None, dcgm: str | None) -> None:
 
     ok = True
     for check in run_checks(pid, dcgm):
-        mark = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}[check.level]
+        mark = {"ok": "ok  ", "info": "info", "warn": "warn", "fail": "FAIL"}[check.level]
         click.echo(f"[{mark}] {check.name}: {check.detail}" + (f" -> {check.fix}" if check.fix else ""))
         ok &= check.level != "fail"
     sys.exit(EXIT_OK if ok else EXIT_USAGE)

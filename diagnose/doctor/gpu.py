@@ -62,9 +62,9 @@ def dcgm_checks(url: str | None) -> list[Check]:
         import_bindings()
         out = [Check("DCGM bindings", "ok", "importable: --dcgm dcgm://localhost reads nv-hostengine")]
     except DcgmError as exc:
-        out = [Check("DCGM bindings", "ok", f"{exc} (a dcgm-exporter URL works without them)")]
+        out = [Check("DCGM bindings", "info", f"{exc} (optional: a dcgm-exporter URL works without them)")]
     if url is None:
-        return out + [Check("DCGM exporter", "ok", "not checked: pass --dcgm URL to check a dcgm-exporter")]
+        return out + [Check("DCGM exporter", "info", "not checked: pass --dcgm URL to check a dcgm-exporter")]
     source = None
     try:
         source = make_source(url)

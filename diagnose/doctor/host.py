@@ -12,7 +12,7 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Check:
     name: str
-    level: str  # ok | warn | fail
+    level: str  # ok | info (optional, not there or not checked) | warn | fail
     detail: str
     fix: str = ""
 

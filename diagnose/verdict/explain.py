@@ -23,7 +23,7 @@ def find_rule(rule_id: str, rules: Iterable[Rule]) -> Rule:
     by_id = {r.id: r for r in rules}
     if rule_id in by_id:
         return by_id[rule_id]
-    near = difflib.get_close_matches(rule_id, list(by_id), n=3, cutoff=0.4)
+    near = difflib.get_close_matches(rule_id, list(by_id), n=3, cutoff=0.6)  # 0.4 matched "nope.rule"
     hint = f"; did you mean {', '.join(near)}?" if near else "; `diagnose rules` lists them"
     raise UnknownRule(f"no rule {rule_id[:80]!r}{hint}")
 

@@ -727,7 +727,9 @@ def plan(bundle: Path | None, target_qps: float, slo_p99_ms: float | None, headr
     if fmt == "json":
         click.echo(json.dumps(p.to_json(), indent=2))
         return
-    click.echo(f"per instance: {p.per_instance_qps:.1f} QPS measured, mean latency {p.mean_latency_ms:.1f} ms"
+    where = "measured" if sweep_file is None else "see the first note"
+    click.echo(f"per instance: {p.per_instance_qps:.1f} QPS ({where}), "
+               f"mean latency {p.mean_latency_ms:.1f} ms"
                + (f", P99 {p.p99_ms:.1f} ms" if p.p99_ms is not None else ""))
     click.echo(f"instances: {p.instances} (= ceil({target_qps:g} / {p.per_instance_qps:.1f} x {headroom:g}))")
     click.echo(f"in flight at {target_qps:g} QPS (Little's law, QPS x mean latency): {p.in_flight_total:.1f} "

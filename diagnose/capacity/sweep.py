@@ -20,12 +20,14 @@ import json
 import math
 import shlex
 import subprocess
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from diagnose.bundle.files import read_regular_file, write_private_text
+from diagnose.bundle.streams import PROCESS
 from diagnose.capacity.knee import METHOD, Knee, LoadStep, find_knee
 from diagnose.capacity.plan import (
     Plan,
@@ -329,6 +331,25 @@ def _latency_ms(s: LoadStep) -> tuple[float, str | None]:
     raise PlanError(f"the sweep's step at {s.offered_qps:g} QPS has no latency; run the sweep again")
 
 
+def _other_service(report: Report | None, sweep: Sweep) -> list[str]:
+    """A note when the sweep's URL names a port the capture's target never listened on: the plan then
+    mixes two services (the sweep's knee, the capture's latency and tokens)."""
+    from diagnose.signals.process import listening_ports
+
+    if report is None or sweep.driver != "open-loop":
+        return []
+    try:
+        port = urllib.parse.urlsplit(sweep.target).port
+    except ValueError:
+        return []
+    ports = listening_ports(report.bundle.stream(PROCESS))
+    if port is None or not ports or port in ports:
+        return []
+    return [f"the sweep ran against port {port} ({sweep.target}) but the capture's target listened on "
+            f"{', '.join(map(str, sorted(ports)))}: two services? the plan takes one instance's QPS from the "
+            "sweep and tokens from the capture"]
+
+
 def plan_with_sweep(report: Report | None, target: Target, sweep: Sweep) -> Plan:
     """``plan`` with one instance's QPS taken from the sweep (its knee, or within the SLO); without either,
     the capture's QPS with a note (PlanError when there is no capture either)."""
@@ -352,7 +373,7 @@ def plan_with_sweep(report: Report | None, target: Target, sweep: Sweep) -> Plan
         pass
     if base is not None:
         note += f", instead of the capture's measured {base.per_instance_qps:.1f} QPS"
-    notes = [note] + ([lat_note] if lat_note else [])
+    notes = [note] + ([lat_note] if lat_note else []) + _other_service(report, sweep)
     tps = base.tokens_per_s * qps / base.per_instance_qps if base is not None and base.tokens_per_s else None
     if tps is not None and base is not None:
         notes.append(f"output tokens/s scaled from the capture ({base.tokens_per_s:.0f} at "

@@ -7,7 +7,7 @@ host, utilisation understates what the target would use, demand does not.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,17 @@ def accepted_connections(record: dict[str, Any]) -> int | None:
     tcp = record.get("tcp")
     n = tcp.get("accepted") if isinstance(tcp, dict) else None
     return n if type(n) is int and 0 <= n <= MAX_CONNECTIONS else None
+
+
+def listening_ports(records: Iterable[dict[str, Any]]) -> set[int]:
+    """TCP ports the target listened on in any PROCESS record (malformed entries left out)."""
+    out: set[int] = set()
+    for r in records:
+        tcp = r.get("tcp")
+        ports = tcp.get("listening_ports") if isinstance(tcp, dict) else None
+        if isinstance(ports, list):
+            out.update(p for p in ports[:1024] if type(p) is int and 0 < p < 65536)
+    return out
 
 
 def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> ProcessSummary | None:

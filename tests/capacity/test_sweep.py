@@ -187,3 +187,26 @@ def test_plan_refuses_a_bad_sweep_file(tmp_path, content, message):
 def test_plan_needs_a_bundle_or_a_sweep():
     res = CliRunner().invoke(main, ["plan", "--target-qps", "10"])
     assert res.exit_code == EXIT_USAGE and "plan needs a BUNDLE, a --sweep" in res.stderr
+
+
+def test_a_sweep_of_another_port_than_the_capture_listened_on_is_said(tmp_path):
+    """New-user trial: a capture of the llm demo planned with a sweep of the numpy service on :8080
+    gave a cost per 1M tokens from two services without a word."""
+    from types import SimpleNamespace
+
+    from diagnose.bundle import Bundle, BundleWriter
+    from diagnose.capacity.sweep import _other_service
+
+    (tmp_path / "b").mkdir()
+    w = BundleWriter(tmp_path / "b")
+    for t in (1, 2):
+        w.stream("process.jsonl").write({"t_ns": t * 10**9, "tcp": {"listening_ports": [46847], "accepted": 3}})
+    w.write_manifest({"schema_version": 1, "collectors": []})
+    w.close()
+    report = SimpleNamespace(bundle=Bundle.open(tmp_path / "b"))
+    steps = (LoadStep(10.0, 10.0, 5.0),)
+    other = Sweep("http://127.0.0.1:8080/predict", "open-loop", 5.0, 1.0, steps, find_knee(steps))
+    [note] = _other_service(report, other)
+    assert "port 8080" in note and "listened on 46847" in note
+    same = Sweep("http://127.0.0.1:46847/predict", "open-loop", 5.0, 1.0, steps, other.knee)
+    assert _other_service(report, same) == [] and _other_service(None, other) == []

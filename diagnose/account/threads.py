@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
+from diagnose.agent.inproc.torchwin import YIELD_S
 from diagnose.bundle import Bundle
-from diagnose.bundle.streams import PROCESS, SPANS
+from diagnose.bundle.streams import PROCESS, SPANS, TORCH
 from diagnose.model import STOPPED, Account, AccountTerm, Layer, Signal
 from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import (
@@ -52,10 +53,10 @@ LOOP_MIN_RUN = 0.005  # an event loop running less than this share of its sample
 ONLY_WAITING = 0.95  # a thread waiting for work this much of its sampled time is not part of the work
 GIL_HOLDER_MIN = 0.25  # of a core, within a bin: below it nobody held the GIL long enough to be waited on
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
-# One model worker with L requests in flight has L - utilisation (>= L - 1) of them waiting: from 2 on,
-# on average one request queues behind the one running (the demo's unbatched scenario: 3.2 in flight,
-# 70% of request time queued, read as the model's own time below the old bound of 4).
-UNBATCHED_MIN_IN_FLIGHT = 2.0
+# With queue and model stage spans, unbatched means requests queue for the worker at least as long as
+# it serves them (the demo's unbatched scenario: 70% queue, 25% model at 3.2 in flight; its batch-1
+# LLM: 24% queue, 74% model). Without them, this many requests in flight behind one worker.
+UNBATCHED_MIN_IN_FLIGHT = 4.0
 QUEUED_MIN = 2.0  # threads queued behind model work, in worker-equivalents, before it counts as a queue
 # An event loop is one thread standing for all its in-flight requests (at least UNBATCHED_MIN_IN_FLIGHT
 # when _unbatched holds): awaiting for this share of the model's busy time is the queue.
@@ -318,7 +319,44 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
                 out.append(_Piece(seg.tid, cut, hi, "wait.core"))
     out, dropped["calibrated"] = _calibrate(out, usage)
     out, dropped["futex_readings_ran"] = _ran_through_futex(out, usage)
+    out, held_ns = _outside(out, _profiler_holds(bundle))
+    dropped["profiler_hold_ms"] = held_ns // 1_000_000
     return _idle_loops(out), {k: v for k, v in dropped.items() if v}
+
+
+def _profiler_holds(bundle: Bundle) -> list[tuple[int, int]]:
+    """When diagnose's agent held the target's GIL stopping and exporting a torch window (Unix ns,
+    from its index records: ``stopping_ns`` to ``end_ns``, then the export's wall time after its
+    YIELD_S pause). The target's threads were held by the observer then, not by the service."""
+    out = []
+    for w in bundle.stream(TORCH):
+        stop, end = w.get("stopping_ns"), w.get("end_ns")
+        if type(stop) is not int or type(end) is not int or not 0 < stop <= end < stop + MAX_SEGMENT_NS:
+            continue
+        out.append((stop, end))
+        export = w.get("export_wall_s")
+        if isinstance(export, (int, float)) and 0 < export < 3600:
+            lo = end + int(YIELD_S * 1e9)
+            out.append((lo, lo + int(export * 1e9)))
+    return sorted(out)
+
+
+def _outside(pieces: list[_Piece], holds: list[tuple[int, int]]) -> tuple[list[_Piece], int]:
+    """``pieces`` with the ``holds`` cut out, and the thread-ns cut."""
+    if not holds:
+        return pieces, 0
+    out: list[_Piece] = []
+    cut = 0
+    for p in pieces:
+        parts = [(p.start_ns, p.end_ns)]
+        for a, b in holds:
+            if b <= p.start_ns or a >= p.end_ns:
+                continue
+            parts = [q for lo, hi in parts for q in ((lo, min(hi, a)), (max(lo, b), hi)) if q[1] > q[0]]
+        kept = sum(hi - lo for lo, hi in parts)
+        cut += p.end_ns - p.start_ns - kept
+        out.extend(replace(p, start_ns=lo, end_ns=hi) for lo, hi in parts)
+    return out, cut
 
 
 def _calibrate(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> tuple[list[_Piece], int]:
@@ -485,10 +523,14 @@ def _unbatched(signals: dict[str, Signal]) -> bool:
     if not workers:  # no thread busy with model work: nothing for requests to queue behind
         return False
     batch = _value(signals, "torch.model_batch_p50")
+    if batch is None or batch > UNBATCHED_MAX_BATCH:
+        return False
+    queue, model = _value(signals, "spans.stage_share_pct[queue]"), _value(signals, "spans.stage_share_pct[model]")
+    if queue is not None and model:  # stage spans say it: requests wait for the worker longer than it serves them
+        return queue >= model
     in_flight = next((v for v in (_value(signals, "spans.in_flight_mean"), _value(signals, "tcp.in_flight_mean"))
                       if v is not None), None)
-    return batch is not None and in_flight is not None and batch <= UNBATCHED_MAX_BATCH \
-        and in_flight >= UNBATCHED_MIN_IN_FLIGHT
+    return in_flight is not None and in_flight >= UNBATCHED_MIN_IN_FLIGHT
 
 
 def _model_kinds(signals: dict[str, Signal]) -> dict[str, TermKind]:
@@ -553,6 +595,10 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
     if futex_ran:
         notes.append(f"{futex_ran} thread(s) read asleep in a futex used the CPU time of running through those "
                      "readings (/proc CPU time): that part counted as what their stacks show, not as GIL waits")
+    held_ms = dropped.pop("profiler_hold_ms", 0)
+    if held_ms:
+        notes.append(f"{held_ms / 1e3:.2f} thread-s inside the agent's torch profiler holds (stop and export) "
+                     "left out: the observer held the target's threads then (the report's cost line says it)")
     io_unseen = dropped.pop("io_frames_without_io_waits", 0)
     if io_unseen:
         notes.append(f"{io_unseen} socket/file stack(s) without a /proc reading counted as lock/GIL waits: the "

@@ -148,3 +148,44 @@ def test_a_thread_read_in_a_futex_whose_cpu_time_covers_it_ran_through_those_rea
     out, _ = _ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=7.0, readings=readings)})
     assert [(p.start_ns, p.end_ns, p.kind) for p in out] == [
         (0, 5 * s, "cpu.python"), (5 * s, 7 * s, "cpu.python"), (7 * s, 10 * s, "wait.gil")]
+
+
+def test_the_agents_profiler_holds_are_cut_out_of_the_target_threads_time(tmp_path):
+    """The llm scenario read as service: its model worker's GIL and lock waits fell, 75% of them, inside
+    the agent's own torch window stop and export (a 745 ms hold): the observer's cost, not the service's."""
+    from diagnose.account.threads import _outside, _Piece, _profiler_holds
+    from diagnose.agent.inproc.torchwin import YIELD_S
+    from diagnose.bundle import Bundle, BundleWriter
+
+    ms = 1_000_000
+    w = BundleWriter(tmp_path)
+    w.stream("torch.jsonl").write({"file": "torch/trace-0001.json", "start_ns": 100 * ms, "stopping_ns": 200 * ms,
+                                   "end_ns": 300 * ms, "export_wall_s": 0.1})
+    w.stream("torch.jsonl").write({"file": "torch/imported.json", "start_ns": 0, "end_ns": 900 * ms})  # no hold said
+    w.write_manifest({"schema_version": 1, "collectors": []})
+    w.close()
+    holds = _profiler_holds(Bundle.open(tmp_path))
+    lo = 300 * ms + int(YIELD_S * 1e9)
+    assert holds == [(200 * ms, 300 * ms), (lo, lo + 100 * ms)]
+    out, cut = _outside([_Piece(1, 0, 1000 * ms, "wait.gil", "cpu.compute"), _Piece(2, 500 * ms, 600 * ms, "lock")],
+                        holds)
+    assert cut == 200 * ms
+    assert [(p.tid, p.start_ns, p.end_ns, p.kind) for p in out] == [
+        (1, 0, 200 * ms, "wait.gil"), (1, 300 * ms, lo, "wait.gil"), (1, lo + 100 * ms, 1000 * ms, "wait.gil"),
+        (2, 500 * ms, 600 * ms, "lock")]
+
+
+def test_unbatched_is_requests_queueing_for_the_worker_at_least_as_long_as_it_serves_them():
+    """The unbatched scenario at 3.2 in flight (70% queue, 25% model) read as the model's own time under
+    the in-flight bound of 4; the batch-1 LLM (24% queue, 74% model) is decode, not a queue."""
+    from diagnose.account.threads import UNBATCHED_MIN_IN_FLIGHT, _unbatched
+    from diagnose.model import Signal
+
+    def sig(queue=None, model=None, in_flight=3.2, batch=1.0):
+        vals = {"cpu.model_workers": 1.0, "torch.model_batch_p50": batch, "spans.in_flight_mean": in_flight,
+                "spans.stage_share_pct[queue]": queue, "spans.stage_share_pct[model]": model}
+        return {k: Signal(k, v, "", "test") for k, v in vals.items()}
+
+    assert _unbatched(sig(70.0, 25.0)) and not _unbatched(sig(24.0, 74.0, in_flight=9.0))
+    assert not _unbatched(sig(70.0, 25.0, batch=8.0))  # batched: a queue, but not for want of batching
+    assert not _unbatched(sig()) and _unbatched(sig(in_flight=UNBATCHED_MIN_IN_FLIGHT))  # no stage spans

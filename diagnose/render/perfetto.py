@@ -292,6 +292,7 @@ def _gc(bundle: Bundle, names: Names) -> list[Event]:
 def _requests(bundle: Bundle, names: Names, notes: dict[str, Any]) -> tuple[list[Event], Span | None]:
     """Every request (root span) with its descendants, as async events; (events, slowest request)."""
     from diagnose.signals.spans.analytics import parse_spans
+    from diagnose.signals.spans.sampling import agent_sampling
 
     ss = parse_spans(bundle.stream(SPANS))
     kids: dict[tuple[str, str], list[Span]] = defaultdict(list)
@@ -310,6 +311,10 @@ def _requests(bundle: Bundle, names: Names, notes: dict[str, Any]) -> tuple[list
         out += _request_events(root, family)
     if out:
         names[(REQUESTS, 0)] = "requests"
+    sampling = agent_sampling(bundle.manifest.get("collectors") or [])
+    if sampling is not None and roots:  # every written request is shown; the analysis reads the final sample
+        notes["requests_shown"] = (f"{len(roots)} requests: every one the agent wrote; the report's counts use "
+                                   f"the final 1-in-{sampling.one_in} sample of traces, scaled")
     return out, max(roots, key=lambda s: s.dur_ns, default=None)
 
 

@@ -614,7 +614,7 @@ def report(bundle: Path, fmt: str, output: Path | None, full: bool, redact: bool
     else:
         try:
             write_private_bytes(output, body.encode("utf-8", errors="backslashreplace") if isinstance(body, str)
-                                else body)
+                                else body, own_name=False)
         except OSError as exc:
             raise fail(f"cannot write {output}: {exc.strerror}; choose -o FILE in a writable directory") from None
         click.echo(f"wrote {output}")
@@ -744,7 +744,7 @@ def _write_doc(output: Path, body: str) -> None:
     from diagnose.bundle import write_private_bytes
 
     try:
-        write_private_bytes(output, body.encode("utf-8", errors="backslashreplace"))
+        write_private_bytes(output, body.encode("utf-8", errors="backslashreplace"), own_name=False)
     except OSError as exc:
         raise fail(f"cannot write {output}: {exc.strerror}; choose a file in a writable directory") from None
 

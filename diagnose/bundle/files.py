@@ -113,25 +113,28 @@ def _open_private(path: Path | str, mode: str, exclusive: bool = False, dir_fd: 
     return os.fdopen(fd, mode, encoding="utf-8", errors="backslashreplace")
 
 
-def write_private_text(path: Path | str, text: str, dir_fd: int | None = None) -> None:
+def write_private_text(path: Path | str, text: str, dir_fd: int | None = None, own_name: bool = True) -> None:
     """Write ``text`` (UTF-8) atomically with mode 0600. Raises OSError."""
-    write_private_bytes(path, text.encode("utf-8", errors="backslashreplace"), dir_fd)
+    write_private_bytes(path, text.encode("utf-8", errors="backslashreplace"), dir_fd, own_name)
 
 
-def write_private_bytes(path: Path | str, data: bytes, dir_fd: int | None = None) -> None:
+def write_private_bytes(path: Path | str, data: bytes, dir_fd: int | None = None, own_name: bool = True) -> None:
     """Write ``data`` atomically (a fresh temp file of our own + rename) with mode 0600; with
     ``dir_fd``, ``path`` is a name inside that directory, else its directory is opened by
     ``open_dir`` (no symlink of another user followed on the way).
 
-    What stands at ``path`` is replaced only when it is a regular file or a symlink (replaced,
-    never followed); a device, FIFO or directory is refused (``/dev/null`` stays a device). Raises
-    OSError (EINVAL for such a target, ELOOP for a directory reached through another user's link).
+    What stands at ``path`` is replaced only when it is a regular file, or a symlink (replaced,
+    never followed) where ``own_name``: a name diagnose owns (a file of its own bundle). A path the
+    user named (``own_name`` False: ``-o``, ``--out``, ``--record``) that is a symlink is refused:
+    replacing ``/dev/stdout`` would change the system's link. A device, FIFO or directory is refused
+    (``/dev/null`` stays a device). Raises OSError (EINVAL for such a target, ELOOP for a symlink
+    not replaced or a directory reached through another user's link).
     """
     if dir_fd is None:
         where = Path(path)
         parent = open_dir(where.parent)
         try:
-            return write_private_bytes(where.name, data, parent)
+            return write_private_bytes(where.name, data, parent, own_name)
         finally:
             os.close(parent)
     name = os.fspath(path)
@@ -139,6 +142,9 @@ def write_private_bytes(path: Path | str, data: bytes, dir_fd: int | None = None
         mode = os.lstat(name, dir_fd=dir_fd).st_mode
     except FileNotFoundError:
         mode = None
+    if mode is not None and stat.S_ISLNK(mode) and not own_name:
+        raise OSError(errno.ELOOP, "a symbolic link: diagnose neither writes through nor replaces it; name the "
+                                   "file itself (or leave -o out for standard output)", name)
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         raise OSError(errno.EINVAL, "not a regular file; refusing to replace it", name)
     for _ in range(100):  # O_EXCL: a name nobody else holds, so nothing of theirs is ever removed

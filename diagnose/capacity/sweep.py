@@ -228,7 +228,7 @@ def run_sweep(driver: Driver, rates: Sequence[float], step_s: float,
 
 def save_sweep(path: Path, sweep: Sweep) -> None:
     """Write the sweep JSON atomically, mode 0600, never through a symlink. Raises OSError."""
-    write_private_text(path, json.dumps(sweep.to_json(), indent=2) + "\n")
+    write_private_text(path, json.dumps(sweep.to_json(), indent=2) + "\n", own_name=False)
 
 
 def _step_from_json(d: Any) -> LoadStep:

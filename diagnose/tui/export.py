@@ -21,7 +21,8 @@ def export(report: Report, fmt: str, export_dir: Path) -> Path:
     path = export_path(report.bundle.path, fmt, r.extension, export_dir)
     export_dir.mkdir(parents=True, exist_ok=True)
     body = r.render(report)
-    write_private_bytes(path, body if isinstance(body, bytes) else body.encode("utf-8", errors="backslashreplace"))
+    write_private_bytes(path, body if isinstance(body, bytes) else body.encode("utf-8", errors="backslashreplace"),
+                        own_name=False)
     return path
 
 

@@ -43,6 +43,19 @@ def test_report_output_never_replaces_a_device_or_fifo(tmp_path):
     assert stat.S_ISCHR(os.lstat(dev).st_mode) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
+def test_a_user_named_output_that_is_a_symlink_is_neither_followed_nor_replaced(tmp_path):
+    """Break-it review: `sweep --out /dev/stdout` turned the system's /dev/stdout link into a 0600 file;
+    `report -o LINK` and `--record LINK` did the same to any link (root's and the user's own included)."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    link = tmp_path / "so"
+    link.symlink_to(victim)
+    for args in (("report", str(SERVICE), "-o", str(link)), ("baseline", str(SERVICE), "--file", str(link))):
+        r = run_diagnose(*args)
+        assert r.returncode == 2 and "symbolic link" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+        assert link.is_symlink() and os.readlink(link) == str(victim) and victim.read_text() == "precious"
+
+
 def test_private_write_leaves_other_files_alone_and_replaces_a_symlink_unfollowed(tmp_path):
     mine = tmp_path / "out.md.tmp"
     mine.write_text("a user's own file")

@@ -36,6 +36,7 @@ from diagnose import __version__
 from diagnose.bundle.streams import GC, PROCESS, SPANS, THREADS
 from diagnose.model import Finding, Report
 from diagnose.render.base import Renderer
+from diagnose.render.units import pid_text
 
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle
@@ -465,7 +466,7 @@ def _cap(events: list[Event], notes: dict[str, Any]) -> list[Event]:
 
 def _who(report: Report) -> str:
     target = report.manifest.get("target") or {}
-    return f"pid {target.get('pid', '?')} ({target.get('name', '?')})"
+    return f"pid {pid_text(target)} ({target.get('name', '?')})"
 
 
 def _meta(what: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:

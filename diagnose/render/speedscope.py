@@ -16,6 +16,7 @@ from diagnose import __version__
 from diagnose.bundle.streams import THREADS
 from diagnose.model import Report
 from diagnose.render.base import Renderer
+from diagnose.render.units import pid_text
 
 if TYPE_CHECKING:
     from diagnose.signals.stacks import Frame
@@ -56,7 +57,7 @@ class SpeedscopeRenderer(Renderer):
         target = report.manifest.get("target") or {}
         doc = {
             "$schema": SCHEMA,
-            "name": f"diagnose: pid {target.get('pid', '?')} ({target.get('name', '?')})",
+            "name": f"diagnose: pid {pid_text(target)} ({target.get('name', '?')})",
             "exporter": f"diagnose {__version__}",
             "activeProfileIndex": 0,
             "shared": {"frames": [_frame(f) for f in frames]},

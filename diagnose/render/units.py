@@ -80,3 +80,10 @@ def utc_clock_ms(ns: int) -> str:
 def bound_words(quadrant: str) -> str:
     """``"io"`` -> ``"IO-bound"``, ``"service"`` -> ``"Service-bound"``: a quadrant as a title says it."""
     return ("IO" if quadrant == "io" else quadrant.capitalize()) + "-bound"
+
+
+def pid_text(target: Any) -> str:
+    """The manifest's ``target.pid`` as text: a positive int, else "?" (a hand-edited bundle's pid is
+    anything, and the report's title would render it)."""
+    pid = target.get("pid") if isinstance(target, dict) else None
+    return str(pid) if type(pid) is int and 0 < pid < 2**31 else "?"

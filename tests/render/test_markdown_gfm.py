@@ -45,6 +45,7 @@ def _hostile_bundle(tmp_path: Path) -> Path:
     shutil.copytree(src, b, ignore=shutil.ignore_patterns("findings.json", "report.md"))
     m = json.loads((b / "manifest.json").read_text())
     m["target"]["cmdline"] = ["python", "<script>alert(1)</script>", "|", "@admin", "__main__"]
+    m["target"]["pid"] = "1 [click](https://evil.example) ![t](https://evil.example/t.png) @admin"  # break-it
     (b / "manifest.json").write_text(json.dumps(m))
     win = next((b / "pyspy").glob("*.json"))
     events = json.loads(win.read_text())
@@ -61,7 +62,8 @@ def _hostile_bundle(tmp_path: Path) -> Path:
 def test_the_report_of_a_hostile_target_renders_its_names_as_text(fmt, tmp_path):
     md = render(analyse(_hostile_bundle(tmp_path)), fmt)
     html = gfm_html(md)
-    assert "<script>" not in html and "<img" not in html and "<b>" not in html
+    assert "<script>" not in html and "<img" not in html and "<b>" not in html and "<a " not in html
+    assert md.startswith("# ") and ": pid ? (" in md.split("\n", 1)[0]  # a pid that is not one is not shown
     seen = gfm_text(md)
     assert "<script>alert(1)</script>" in seen and "compute.<locals>.step|__init__<b>x</b>" in seen
     assert "@\u2060admin" in seen

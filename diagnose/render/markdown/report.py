@@ -17,7 +17,7 @@ from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
 from diagnose.render.markdown.gfm import code, fenced, text
 from diagnose.render.markdown.gfm import table as _table
-from diagnose.render.units import bound_words, fmt_value, utc_datetime
+from diagnose.render.units import bound_words, fmt_value, pid_text, utc_datetime
 
 MAX_FRAMES = 8
 MAX_CHARS = 12_000  # the default report fits a ticket field (Jira: 32,767) several times over
@@ -70,7 +70,7 @@ class MarkdownRenderer(Renderer):
         cmd = " ".join(str(c) for c in t.get("cmdline") or []) or str(t.get("name", "?"))
         short = cmd if len(cmd) <= TITLE_CMD_CHARS else cmd[:TITLE_CMD_CHARS - 1] + "…"
         imported = m.get("end_reason") == "imported"
-        who = "imported files" if imported else f"pid {t.get('pid', '?')}"
+        who = "imported files" if imported else f"pid {pid_text(t)}"
         span = f"{utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))}"
         when = (f"Imported; the files' events span {span}." if imported else
                 f"Captured {span} on {text(t.get('host', '?'))} as {text(t.get('user', '?'))}; ended by: "

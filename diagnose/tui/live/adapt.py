@@ -14,6 +14,7 @@ from typing import Any
 
 from diagnose.model import Analysis, Quadrant, Signal
 from diagnose.render.account import account_rows_of
+from diagnose.render.units import pid_text
 from diagnose.tui.live.adapt_gpu import GPU_COLLECTORS, GPU_METRICS, first_reason, gpu_panel, trend
 from diagnose.tui.live.engine import EngineSnapshot
 from diagnose.tui.live.frames import FrameWindow, window_frames
@@ -37,7 +38,7 @@ def header_view(target: dict[str, Any], elapsed_s: float, remaining_s: float,
     chips = tuple(
         CollectorChip(name, state, printable(", ".join(f"{k} {v}" for k, v in counts.get(name, {}).items())))
         for name, state in states.items())
-    return LiveHeaderVM(f"pid {target.get('pid', '?')} · {cmd}", python_label(target), elapsed_s,
+    return LiveHeaderVM(f"pid {pid_text(target)} · {cmd}", python_label(target), elapsed_s,
                         remaining_s, chips, status)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from diagnose.model import JUDGED_QUADRANTS, Analysis, Finding, NotJudged, Quadrant, Signal, StackShare, Verdict
+from diagnose.render.units import pid_text
 from diagnose.rules import LAYER_PLAN
 from diagnose.tui.results.adapt_gaps import gaps_view
 from diagnose.tui.text import fmt_cell, fmt_value, humanize, printable, split_family, utc_datetime, utc_time
@@ -204,7 +205,7 @@ def signals_table(signals: dict[str, Signal]) -> TableVM:
 def title_line(manifest: dict[str, Any], bundle_name: str) -> str:
     t = manifest.get("target") or {}
     cmd = printable(" ".join(t.get("cmdline") or []) or t.get("name") or "?")
-    return f"{bundle_name} · pid {t.get('pid', '?')} · {cmd}"
+    return f"{bundle_name} · pid {pid_text(t)} · {cmd}"
 
 
 def capture_line(manifest: dict[str, Any], data_quality: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,10 +124,12 @@ def _add_argv(r: Redactor, argv: list[str]) -> list[str]:
     args = [r.placeholder("arg", a) for a in argv[1:]]
     cmd, red = " ".join(argv), " ".join([argv[0], *args])
     short = cmd[:TITLE_CMD_CHARS - 1] + "…" if len(cmd) > TITLE_CMD_CHARS else cmd
-    for a in (cmd, cmd[:120], short):
+    for a in (cmd, cmd[:120], short, shlex.join(argv)):  # the Reproduce block quotes it as a shell would
         r.add(a, red)
     for a, p in zip(argv[1:], args):
-        if len(a) >= 6 and ("/" in a or "=" in a):
+        quoted = shlex.quote(a)
+        if len(a) >= 6 and ("/" in a or "=" in a) or (quoted != a and len(a) >= 4):
+            r.add(quoted, p)  # 'sk_live!Zx9' as the shell line shows it, before the bare value
             r.add(a, p)
     return [argv[0], *args]
 

@@ -100,3 +100,21 @@ def test_a_host_or_user_named_like_a_verdict_word_keeps_the_verdict(bundle, tmp_
     rep = analyse(b)
     doc = json.loads(redact(render(rep, "json"), rep, True))
     assert doc["verdict"]["quadrant"] == rep.verdict.quadrant.value and doc["verdict"]["layer"] == "service"
+
+
+def test_arguments_a_shell_would_quote_are_redacted_in_their_quoted_form_too(tmp_path):
+    """Break-it review: `--api-key 'sk_live!Zx9'` survived --redact in the Reproduce block, which writes
+    the command as shlex.join does."""
+    b = tmp_path / "b"
+    shutil.copytree(REPO / "fixtures/cpu/service-json", b)
+    m = json.loads((b / "manifest.json").read_text())
+    argv = ["python", "app.py", "--api-key", "sk_live!Zx9", "--pass", "hunter2 horse"]
+    m["target"]["cmdline"] = argv
+    m["command"] = ["diagnose", "run", "--capture", "5", "--", *argv]
+    (b / "manifest.json").write_text(json.dumps(m))
+    report = analyse(b)
+    for fmt in sorted(RENDERERS):
+        body = render(report, fmt)
+        text = redact(body, report, fmt in ("json", "perfetto", "speedscope"))
+        text = text.decode() if isinstance(text, bytes) else text
+        assert "sk_live" not in text and "hunter2" not in text, fmt

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from diagnose.render.units import printable
+
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOTHING, EXIT_BUG, EXIT_FANOUT = 0, 1, 2, 3, 4, 5
 
 EPILOG = """\b
@@ -39,7 +41,7 @@ An --export that fails is a warning line; it never changes the exit code.
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> click.exceptions.Exit:
-    click.echo(f"diagnose: error: {message}", err=True)
+    click.echo(f"diagnose: error: {printable(message)}", err=True)  # messages quote what targets and servers said
     return click.exceptions.Exit(code)
 
 
@@ -526,7 +528,7 @@ def _echo_account(rep) -> None:
     for key in ("traces_apart", "ranks_not_compared"):
         warning = rep.analysis.data_quality.get(key)
         if warning:
-            click.echo(f"diagnose: warning: {warning}", err=True)
+            click.echo(printable(f"diagnose: warning: {warning}"), err=True)
 
 
 def _echo_document(body: str | bytes) -> None:
@@ -790,8 +792,8 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
         click.echo(f"wrote {output}", err=True)
     if record_file:
         if state is not None and service_name(rn) != state.service:
-            click.echo(f"diagnose: warning: NEW's target ({service_name(rn)}) is not this file's service "
-                       f"({state.service}); recorded anyway", err=True)
+            click.echo(printable(f"diagnose: warning: NEW's target ({service_name(rn)}) is not this file's "
+                                 f"service ({state.service}); recorded anyway"), err=True)
         _write_doc(record_file, render(record(state, rb, rn, comp, change,
                                               any(g.failed for g in gate) if gate else None)))
         click.echo(f"recorded in {record_file}", err=True)

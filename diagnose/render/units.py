@@ -87,3 +87,16 @@ def pid_text(target: Any) -> str:
     anything, and the report's title would render it)."""
     pid = target.get("pid") if isinstance(target, dict) else None
     return str(pid) if type(pid) is int and 0 < pid < 2**31 else "?"
+
+
+# C0/C1 controls, DEL, and the bidirectional overrides and isolates (U+202A-202E, U+2066-2069) that
+# reorder what a terminal shows
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written out as ``\\xNN`` (``\\uNNNN`` for the bidi controls):
+    names from the target (its command line, thread names, function names, a server's error) must
+    never reach the terminal as escape sequences (a title set, a cleared screen)."""
+    return text.translate(_CONTROLS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from diagnose.render.units import UNKNOWN, fmt_cell, fmt_value, utc_datetime, utc_time
+from diagnose.render.units import UNKNOWN, fmt_cell, fmt_value, printable, utc_datetime, utc_time
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 BAR_FULL, BAR_EMPTY = "█", "░"
@@ -132,14 +132,4 @@ def shorten(text: str, width: int) -> str:
 
 __all__ = ["UNKNOWN", "bar", "column_step", "distinct_short", "downsample",
            "fmt_cell", "fmt_value", "humanize", "shorten", "spark", "split_family",
-           "utc_datetime", "utc_time"]
-
-
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))}
-
-
-def printable(text: str) -> str:
-    """``text`` with C0/C1 control characters and DEL written out as ``\\xNN``: names from the
-    target (its command line, thread names, function names) must never reach the terminal as
-    escape sequences (a title set, a cleared screen)."""
-    return text.translate(_CONTROLS)
+           "printable", "utc_datetime", "utc_time"]

@@ -188,3 +188,25 @@ def test_noise_hand_checked():
     lo, hi = noise.bootstrap_diff_ci(lat, lat + 5.0, 50)
     assert 4.0 < lo < 5.0 < hi < 6.0
     assert noise.window_count(15.0) == 15 and noise.window_count(1.0) == 5 and noise.window_count(600) == 20
+
+
+def test_names_from_a_bundle_reach_the_terminal_without_their_escape_sequences(tmp_path):
+    """Break-it review: a NEW bundle whose command line held an OSC title sequence had it printed raw in
+    the "NEW's target (...)" warning; errors quoting a server's reply did the same."""
+    import shutil
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    base, evil = tmp_path / "base", tmp_path / "evil"
+    for b in (base, evil):
+        shutil.copytree(REPO / "fixtures/cpu/service-json", b, ignore=shutil.ignore_patterns("findings.json"))
+    m = json.loads((evil / "manifest.json").read_text())
+    m["target"]["cmdline"] = ["python", "\x1b]0;PWNED\x07\x1b[2Jevil.py"]
+    (evil / "manifest.json").write_text(json.dumps(m))
+    perf = tmp_path / "p.md"
+    for args in (["baseline", str(base), "--file", str(perf)], ["compare", str(base), str(evil), "--record", str(perf)]):
+        r = subprocess.run([sys.executable, "-m", "diagnose", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\\x1b]0;PWNED" in r.stderr, r.stderr

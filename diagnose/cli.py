@@ -701,7 +701,7 @@ def sweep(url: str | None, rates: str | None, rate_from: float | None, rate_to: 
               "or against the sweep's steps with --sweep).")
 @click.option("--headroom", type=float, default=1.3, show_default=True, help="Capacity multiplier over the bare need.")
 @click.option("--gpu-hour-price", type=float, help="Price of one GPU-hour: gives the cost per 1M output tokens.")
-@click.option("--gpus-per-instance", type=int, default=1, show_default=True)
+@click.option("--gpus-per-instance", type=click.IntRange(1, 100_000), default=1, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--sweep", "sweep_file", type=click.Path(dir_okay=False, path_type=Path), metavar="SWEEP.json",
               help="A `diagnose sweep --out` file: one instance's QPS is its knee's (BUNDLE then optional).")

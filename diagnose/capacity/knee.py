@@ -55,6 +55,7 @@ MIN_RISE = 2.0
 MIN_SLOPE_RATIO = 3.0
 MIN_FIT_IMPROVEMENT = 0.5
 SATURATED_FRACTION = 0.9
+MIN_OFFERED_QPS = 0.001  # the rates' resolution; denormal loads made the least-squares fit fail to converge
 METHOD = ("two-segment least-squares fit of P99 against offered load, join point by Hudson (JASA 1966); "
           f"accepted when the slope after the join is >= {MIN_SLOPE_RATIO:g}x the slope before it, the fit cuts "
           f"one line's squared error by >= {MIN_FIT_IMPROVEMENT:.0%}, and P99 rose >= {MIN_RISE:g}x or throughput "
@@ -154,9 +155,9 @@ def _best_fit(x: np.ndarray, y: np.ndarray) -> _Fit:
 def _check(steps: Sequence[LoadStep]) -> None:
     for s in steps:
         values = (s.offered_qps, s.achieved_qps) + ((s.p99_ms,) if s.p99_ms is not None else ())
-        if not all(math.isfinite(v) for v in values) or s.offered_qps <= 0 or s.achieved_qps < 0:
-            raise KneeError(f"step at {s.offered_qps} QPS: offered load must be positive, throughput and P99 "
-                            "finite")
+        if not all(math.isfinite(v) for v in values) or s.offered_qps < MIN_OFFERED_QPS or s.achieved_qps < 0:
+            raise KneeError(f"step at {s.offered_qps} QPS: offered load must be at least {MIN_OFFERED_QPS:g} QPS, "
+                            "throughput and P99 finite")
     offered = [s.offered_qps for s in steps]
     if len(set(offered)) != len(offered):
         raise KneeError("two steps offer the same load; give distinct rates")

@@ -18,6 +18,8 @@ from diagnose.model import Report
 
 DEFAULT_HEADROOM = 1.3
 MAX_INPUT = 1e12  # larger targets, prices or SLOs are typos, and their products overflow JSON
+MIN_MEASURED = 1e-6  # a measured QPS, latency (ms) or tokens/s below this is no measurement
+MAX_GPUS = 100_000
 
 
 class PlanError(ValueError):
@@ -64,6 +66,14 @@ def cost_per_1m_tokens(gpu_hour_price: float, tokens_per_s: float, gpus: int = 1
     return gpu_hour_price * gpus * 1e6 / (tokens_per_s * 3600.0)
 
 
+def check_measured(name: str, v: float | None, unit: str) -> None:
+    """Raises PlanError for a measured rate or latency no plan can rest on (a hand-edited bundle or
+    sweep: 1e-320 QPS would plan 1e320 instances)."""
+    if v is not None and not (math.isfinite(v) and MIN_MEASURED <= v <= MAX_INPUT):
+        raise PlanError(f"the measured {name} ({v:g} {unit}) is outside {MIN_MEASURED:g}-{MAX_INPUT:g}: not a rate "
+                        "to plan on; capture again")
+
+
 def check_target(t: Target) -> None:
     """Raises PlanError when an input of ``t`` is not a positive finite number."""
     for name, v in (("target QPS", t.qps), ("headroom", t.headroom)):
@@ -72,8 +82,8 @@ def check_target(t: Target) -> None:
     for name, opt in (("SLO P99", t.slo_p99_ms), ("GPU-hour price", t.gpu_hour_price)):
         if opt is not None and not (math.isfinite(opt) and 0 < opt <= MAX_INPUT):
             raise PlanError(f"{name} must be a positive number up to {MAX_INPUT:g}, not {opt}")
-    if t.gpus_per_instance < 1:
-        raise PlanError("GPUs per instance must be at least 1")
+    if not 1 <= t.gpus_per_instance <= MAX_GPUS:
+        raise PlanError(f"GPUs per instance must be 1 to {MAX_GPUS:,}, not {t.gpus_per_instance}")
     if t.headroom < 1.0:
         raise PlanError(f"headroom {t.headroom:g} is below 1: it would plan fewer instances than the load needs; "
                         "use 1.0 for none (1.3 is the method's default)")
@@ -88,6 +98,8 @@ def plan(report: Report, target: Target) -> Plan:
     if not req.get("requests") or not qps or not mean_ms:
         raise PlanError("no request rate in this capture: plan needs stage spans (start the service under "
                         "`diagnose run`, or send OTLP spans) so QPS and latency are measured")
+    check_measured("QPS", qps, "1/s")
+    check_measured("mean latency", mean_ms, "ms")
     p99 = lat.get("p99_ms")
     notes = [f"assumes the capture ran near the instance's knee ({qps:.1f} QPS measured): capture at a few offered "
              "loads to find where P99 starts to climb"]
@@ -96,6 +108,7 @@ def plan(report: Report, target: Target) -> Plan:
                      "fewer than the measured QPS within the SLO, so more instances than planned are needed")
     tokens = (report.analysis.signals.get("llm.output_tokens_per_s") or None)
     tps = tokens.value if tokens is not None and tokens.value else None
+    check_measured("output tokens/s", tps, "1/s")
     cost = None
     if target.gpu_hour_price is not None:
         if tps:
@@ -108,5 +121,5 @@ def plan(report: Report, target: Target) -> Plan:
     return Plan(qps, mean_ms, p99, n, in_flight, in_flight / n, tps, cost, tuple(notes))
 
 
-__all__ = ["Plan", "PlanError", "Target", "check_target", "cost_per_1m_tokens", "instances_needed",
+__all__ = ["Plan", "PlanError", "Target", "check_measured", "check_target", "cost_per_1m_tokens", "instances_needed",
            "littles_law_in_flight", "plan"]

@@ -33,6 +33,7 @@ from diagnose.capacity.plan import (
     Plan,
     PlanError,
     Target,
+    check_measured,
     check_target,
     cost_per_1m_tokens,
     instances_needed,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 KIND, VERSION = "diagnose-sweep", 1
 MIN_RATES = 4
 MAX_RATE_QPS = 1e6  # one open-loop generator process: far past what it can offer
+MAX_RATES = 100  # what one sweep runs: the file it writes must load again (MAX_STEPS)
 MAX_STEPS = 1000  # a sweep file's steps (diagnose sweep writes at most 100): the knee fit is quadratic
 MAX_LINE_CHARS = 1 << 16
 MAX_NUMBER = 1e12  # a rate, latency or count past this is not a measurement
@@ -106,6 +108,8 @@ def choose_rates(rates: str | None, rate_from: float | None, rate_to: float | No
                          f"(at most {MAX_RATE_QPS:g}); use your own tool with --command")
     if len(out) < MIN_RATES:
         raise SweepError(f"--rates {rates!r}: a knee needs at least {MIN_RATES} rates (2 each side of it)")
+    if len(out) > MAX_RATES:  # each is a step of seconds; the sweep file holds at most MAX_STEPS
+        raise SweepError(f"{len(out)} rates: give at most {MAX_RATES} (a knee needs {MIN_RATES}-10)")
     return tuple(out)
 
 
@@ -366,6 +370,8 @@ def plan_with_sweep(report: Report | None, target: Target, sweep: Sweep) -> Plan
         return replace(measured, notes=(f"{note}: per-instance QPS is the capture's measured QPS", *measured.notes))
     qps = step.achieved_qps
     mean_ms, lat_note = _latency_ms(step)
+    check_measured("QPS of the sweep's step", qps, "1/s")
+    check_measured("latency of the sweep's step", mean_ms, "ms")
     base: Plan | None = None
     try:
         base = plan(report, target) if report is not None else None

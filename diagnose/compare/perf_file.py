@@ -14,7 +14,7 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ MARKER = "<!-- diagnose-performance-file"
 _STATE = re.compile(re.escape(MARKER) + r" v(\d{1,6})\n(.*?)\n-->", re.S)
 HISTORY_KEYS = ("p50", "p99", "qps", "cpu", "sm")
 MAX_HISTORY = 1000  # rows kept (the oldest go first): the file stays far under MAX_BYTES
+MAX_CHANGE = 1000  # characters of a --change text kept: 1000 rows of it still fit MAX_BYTES
 
 
 class PerfFileError(ValueError):
@@ -118,6 +119,7 @@ def set_baseline(state: PerfState | None, r: Report, service: str | None) -> Per
     hist = list(state.history or []) if state else []
     hist.append({"captured": snap["captured"], "change": "baseline set", "bundle": snap["bundle"],
                  "verdict": _verdict(snap), "deltas": {}, "gate": None, "findings": []})
+    hist = hist[-MAX_HISTORY:]  # a file diagnose writes must stay one it reads (MAX_BYTES)
     newest = max((s for s in (snap, state.current if state else None) if s), key=lambda s: str(s.get("captured", "")))
     return PerfState(name, snap, newest, hist)
 
@@ -129,6 +131,8 @@ def record(state: PerfState | None, base: Report, new: Report, comp: Comparison,
     snap = snapshot(new)
     deltas = {m.key: {"delta_pct": m.delta_pct, "delta": m.delta, "unit": m.unit, "significant": m.significant,
                       "direction": m.direction} for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
+    if change is not None and len(change) > MAX_CHANGE:
+        change = change[:MAX_CHANGE - 1] + "…"
     row = {"captured": snap["captured"], "change": change or "(not described: pass --change TEXT)",
            "bundle": snap["bundle"], "against": snapshot(base)["captured"], "verdict": _verdict(snap),
            "deltas": deltas, "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
@@ -216,7 +220,16 @@ def _history_row(h: dict[str, Any]) -> str:
 
 
 def render(state: PerfState) -> str:
-    """The whole file, state block included."""
+    """The whole file, state block included; the oldest history rows go until it fits MAX_BYTES (what
+    diagnose writes, it reads again)."""
+    out = _render(state)
+    while len(out.encode("utf-8", errors="backslashreplace")) > MAX_BYTES and state.history:
+        state = replace(state, history=state.history[max(1, len(state.history) // 10):])
+        out = _render(state)
+    return out
+
+
+def _render(state: PerfState) -> str:
     out = [f"# Performance file: {text(state.service)}", "",
            "Written by diagnose (`diagnose baseline`, `diagnose compare --record`); it is regenerated each "
            "time, so edits are lost. The method: measure before changing anything, change one layer at a "

@@ -210,3 +210,26 @@ def test_a_sweep_of_another_port_than_the_capture_listened_on_is_said(tmp_path):
     assert "port 8080" in note and "listened on 46847" in note
     same = Sweep("http://127.0.0.1:46847/predict", "open-loop", 5.0, 1.0, steps, other.knee)
     assert _other_service(report, same) == [] and _other_service(None, other) == []
+
+
+def test_absurd_measured_rates_and_counts_are_refused_not_planned(tmp_path):
+    """Break-it review: a sweep step of 1e-320 QPS crashed plan (OverflowError, exit 4), 1e-300 planned
+    3e299 instances, a 400-digit --gpus-per-instance crashed it, and 1101 --rates wrote a sweep file
+    plan then refused."""
+    from diagnose.capacity.knee import Knee
+
+    rates = [k * 1e-320 for k in range(1, 7)]
+    steps = tuple(LoadStep(x, x, y, mean_ms=4.0) for x, y in zip(rates, [5, 5, 5, 5, 25, 45]))
+    tiny = tmp_path / "tiny.json"
+    save_sweep(tiny, Sweep("http://svc/predict", "open-loop", 5.0, 1.0, steps, Knee(False, "written by hand")))
+    r = CliRunner().invoke(main, ["plan", "--sweep", str(tiny), "--target-qps", "100", "--slo-p99", "1e12"])
+    assert r.exit_code == EXIT_USAGE and "at least 0.001 QPS" in r.output, r.output  # was a crash (exit 4)
+    from diagnose.capacity.plan import PlanError, check_measured
+
+    with pytest.raises(PlanError, match="not a rate to plan on"):
+        check_measured("QPS", 1e-300, "1/s")  # would plan 3e299 instances
+    r = CliRunner().invoke(main, ["plan", str(REPO / "fixtures/cpu/service-json"), "--target-qps", "100",
+                                  "--gpus-per-instance", "1" + "0" * 400])
+    assert r.exit_code == EXIT_USAGE, r.output
+    with pytest.raises(SweepError, match="at most 100"):
+        choose_rates(",".join(str(i) for i in range(1, 1102)), None, None, 6)

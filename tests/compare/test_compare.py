@@ -206,7 +206,21 @@ def test_names_from_a_bundle_reach_the_terminal_without_their_escape_sequences(t
     m["target"]["cmdline"] = ["python", "\x1b]0;PWNED\x07\x1b[2Jevil.py"]
     (evil / "manifest.json").write_text(json.dumps(m))
     perf = tmp_path / "p.md"
-    for args in (["baseline", str(base), "--file", str(perf)], ["compare", str(base), str(evil), "--record", str(perf)]):
+    for args in (["baseline", str(base), "--file", str(perf)],
+                 ["compare", str(base), str(evil), "--record", str(perf)]):
         r = subprocess.run([sys.executable, "-m", "diagnose", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\\x1b]0;PWNED" in r.stderr, r.stderr
+
+
+def test_a_performance_file_diagnose_writes_is_one_it_reads_again(tmp_path):
+    """Break-it review: 300k history rows, or 19 records with a 120 kB --change, made a file past the
+    4 MiB read bound: diagnose wrote what it then refused."""
+    from diagnose.compare.perf_file import MAX_BYTES, MAX_HISTORY, PerfState, render
+
+    snap = {"captured": "2026-12-02 00:00:00", "quadrant": "io", "layer": "system", "metrics": {}}
+    rows = [{"captured": f"2026-12-02 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}", "change": "x" * 5000,
+             "findings": ["appeared: y" * 50]} for i in range(MAX_HISTORY)]
+    path = tmp_path / "p.md"
+    path.write_text(render(PerfState("svc", snap, snap, rows)))
+    assert path.stat().st_size <= MAX_BYTES and read_state(path).history[-1] == rows[-1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ import numpy as np
 
 DEMO_BATCH, DEMO_FEATURES = 8, 256
 LEAD_S = 0.05  # the first arrival waits this long, so every worker has started
+MAX_BODY = 4 << 20  # bytes of one response read at most; a longer one is an error (memory stays bounded)
+JOIN_S = 1.0  # after the cut, how long the workers get to notice (daemons: the rest end with the process)
 
 
 class OpenLoopError(ValueError):
@@ -100,6 +103,26 @@ class _Step:
         self.next = 0
         self.first_error: str | None = None
         self.lock = threading.Lock()
+        self.conns: list[http.client.HTTPConnection] = []  # closed at the drain's end: no worker outlives it
+
+    def connect(self, ep: Endpoint, timeout_s: float) -> http.client.HTTPConnection:
+        conn = ep.connect(timeout_s)
+        with self.lock:
+            self.conns.append(conn)
+        return conn
+
+    def close_all(self) -> None:
+        """Cut every connection: a worker blocked on a server that trickles or never ends its body
+        gets an error at once and ends (its request is censored at the drain's end)."""
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for c in conns:
+            sock = c.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed by its worker
 
     def claim(self) -> int | None:
         with self.lock:
@@ -117,7 +140,7 @@ class _Step:
 
 def _worker(step: _Step, ep: Endpoint, method: str, body: bytes | None, timeout_s: float) -> None:
     headers = {"Content-Type": "application/json"} if body is not None else {}
-    conn = ep.connect(timeout_s)
+    conn = step.connect(ep, timeout_s)
     try:
         while (i := step.claim()) is not None:
             wait = step.due[i] - time.perf_counter()
@@ -126,12 +149,16 @@ def _worker(step: _Step, ep: Endpoint, method: str, body: bytes | None, timeout_
             try:
                 conn.request(method, ep.path, body, headers)
                 resp = conn.getresponse()
-                resp.read()
+                if len(resp.read(MAX_BODY + 1)) > MAX_BODY:  # an endless body: never buffered whole
+                    raise http.client.HTTPException(f"response body over {MAX_BODY >> 20} MiB")
             except (OSError, http.client.HTTPException) as exc:
-                step.fail(i, f"{type(exc).__name__}: {exc}")
+                if time.perf_counter() < step.drain_end:  # past it: cut by close_all, censored there
+                    step.fail(i, f"{type(exc).__name__}: {exc}")
                 conn.close()
-                conn = ep.connect(timeout_s)
+                conn = step.connect(ep, timeout_s)
                 continue
+            if time.perf_counter() >= step.drain_end:
+                continue  # answered after the step ended: censored at its end, as if cut
             if 200 <= resp.status < 300:
                 step.done[i] = time.perf_counter()
             else:
@@ -183,9 +210,13 @@ def run_open_loop(url: str, rate_qps: float, duration_s: float, *, warmup_s: flo
                                 name=f"openloop-{k}") for k in range(connections)]
     for t in threads:
         t.start()
+    for t in threads:  # no later than the drain's end: a hostile server cannot hold the step
+        t.join(max(0.0, step.drain_end - time.perf_counter()))
+    step.close_all()
     for t in threads:
-        t.join()
-    return _summarise(step, rate_qps, (t0 + warmup_s, t0 + span))
+        t.join(JOIN_S)
+    with step.lock:
+        return _summarise(step, rate_qps, (t0 + warmup_s, t0 + span))
 
 
 def run_until_stopped(url: str, rate_qps: float, stop: threading.Event, *, max_s: float = 3600.0,
@@ -206,7 +237,9 @@ def run_until_stopped(url: str, rate_qps: float, stop: threading.Event, *, max_s
     stop.wait(max_s)
     with step.lock:
         step.drain_end = end = max(t0 + 1e-3, time.perf_counter())
-    return _summarise(step, rate_qps, (t0, end))
+    step.close_all()
+    with step.lock:
+        return _summarise(step, rate_qps, (t0, end))
 
 
 __all__ = ["Endpoint", "OpenLoopError", "OpenLoopResult", "demo_body", "poisson_schedule", "run_open_loop",

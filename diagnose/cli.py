@@ -791,9 +791,11 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
         _write_doc(output, body)
         click.echo(f"wrote {output}", err=True)
     if record_file:
-        if state is not None and service_name(rn) != state.service:
+        # a new file's service is BASE's: a NEW of another service is said on the first record too
+        service = state.service if state is not None else service_name(rb)
+        if service_name(rn) != service:
             click.echo(printable(f"diagnose: warning: NEW's target ({service_name(rn)}) is not this file's "
-                                 f"service ({state.service}); recorded anyway"), err=True)
+                                 f"service ({service}); recorded anyway"), err=True)
         _write_doc(record_file, render(record(state, rb, rn, comp, change,
                                               any(g.failed for g in gate) if gate else None)))
         click.echo(f"recorded in {record_file}", err=True)

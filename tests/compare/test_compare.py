@@ -211,6 +211,10 @@ def test_names_from_a_bundle_reach_the_terminal_without_their_escape_sequences(t
         r = subprocess.run([sys.executable, "-m", "diagnose", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\\x1b]0;PWNED" in r.stderr, r.stderr
+    # a new file takes BASE's service: a NEW of another one is said on its first record too (break-it review)
+    r = subprocess.run([sys.executable, "-m", "diagnose", "compare", str(base), str(evil), "--record",
+                        str(tmp_path / "new.md")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "is not this file's service" in r.stderr, r.stderr
 
 
 def test_a_performance_file_diagnose_writes_is_one_it_reads_again(tmp_path):

@@ -111,7 +111,10 @@ def process_signals(s: ProcessSummary | None, reason: str, python_tids: set[int]
     saw that thread waiting for work then (e.g. a keep-alive read of the next request); such
     kernel waits are not counted as blocked work.
     """
-    if s is None or s.elapsed_s <= 0:
+    if s is not None and s.elapsed_s > 0 and s.cpu_s < 0:  # a counter that only grows went back: not a reading
+        reason = (f"the process CPU counter went backwards ({s.cpu_s:+.1f} s between the first and last reading): "
+                  "the readings are not of one process")
+    if s is None or s.elapsed_s <= 0 or s.cpu_s < 0:
         names = ("cpu.process_util_pct", "cpu.process_demand_pct", "cpu.max_thread_util_pct",
                  "cpu.python_busy_pct", "threads.blocked_io_share_pct", "sys.cpu_util_pct")
         return {n: missing(n, "%", SRC + ")", reason) for n in names}

@@ -232,3 +232,17 @@ def test_a_window_of_millions_of_tiny_objects_is_not_parsed(tmp_path):
     res = run_diagnose("analyze", str(b))
     assert res.returncode == 0, res.stderr
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < max(before, 1 << 20)  # KiB: under 1 GiB
+
+
+def test_a_process_cpu_counter_that_goes_backwards_is_no_reading(tmp_path):
+    """Break-it review: decreasing cpu_user_s gave "process CPU -997.3%" and a failing cpu gate."""
+    b = copy_bundle(tmp_path)
+    lines = (b / "process.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    for k, r in enumerate(recs):
+        r["cpu_user_s"] = 1000.0 - k
+    (b / "process.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = run_diagnose("analyze", str(b), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    sig = json.loads(res.stdout)["signals"]["cpu.process_util_pct"]
+    assert sig["value"] is None and "went backwards" in sig["reason"], sig

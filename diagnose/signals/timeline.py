@@ -280,7 +280,11 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
                "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None,
                "spans_sampling": sampling.to_json() if sampling else None,
                "spans_sampled": sampling.statement() if sampling else None,
-               "torch_trace_late": late_trace_statement(bundle, len(all_reports))}
+               "torch_trace_late": late_trace_statement(bundle, len(all_reports)),
+               "spans_outside_window": (f"none of the {summary['ended_outside_window']} requests (root spans) ended "
+                                        "inside the capture window: QPS and in-flight are unknown, their latencies "
+                                        "are shown as recorded (the spans' clock is not the capture's?)")
+               if summary.get("ended_outside_window") else None}
     return SourceResult(signals, quality, details)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 # (data-quality key holding a statement, the collectors it concerns)
 STATEMENTS = (("spans_sampled", ("agent",)), ("pyspy_undersampled", ("pyspy",)), ("pyspy_overran", ("pyspy",)),
-              ("process_gaps_statement", ("process",)), ("torch_trace_late", ("agent",)))
+              ("process_gaps_statement", ("process",)), ("torch_trace_late", ("agent",)),
+              ("spans_outside_window", ("agent", "otlp")))
 
 
 def warnings(dq: dict[str, Any]) -> list[dict[str, Any]]:

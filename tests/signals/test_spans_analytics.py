@@ -238,3 +238,26 @@ def test_gc_pauses_every_request_overlaps_do_not_explain_the_tail():
         return any(f.rule_id == "secondary.gc_in_tail" for f in evaluate(RULES, sig)[0])
 
     assert fired(100.0, 5.0) and not fired(100.0, 100.0) and not fired(20.0, 0.0)
+
+
+def test_requests_that_all_ended_outside_the_capture_window_give_no_qps(tmp_path):
+    """Break-it review: spans shifted by +5 h gave their latencies beside "QPS 0" and "in-flight 0",
+    and `compare --fail-on qps=-5%` failed (exit 1) on that 0. Now QPS is unknown and the report says why."""
+    from diagnose.agent.inproc.records import make_record
+    from diagnose.bundle import BundleWriter
+
+    t0, ms = 1_700_000_000 * 10**9, 10**6
+    w = BundleWriter(tmp_path)
+    for i in range(40):
+        start = t0 + 5 * 3600 * 10**9 + i * 20 * ms  # five hours after the capture
+        w.stream("spans.jsonl").write(make_record(
+            trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}", parent_span_id=None, name="POST /x", kind="server",
+            start_ns=start, end_ns=start + 5 * ms, status="ok", attributes={}, events=[], service="s",
+            source="import"))
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**10, "collectors": []})
+    w.close()
+    a = analyze(Bundle.open(tmp_path))
+    assert a.signals["spans.p50_ms"].value == pytest.approx(5.0)
+    for n in ("spans.qps", "spans.in_flight_mean"):
+        assert a.signals[n].value is None and "ended inside the capture window" in a.signals[n].reason, n
+    assert "none of the 40 requests" in a.to_json()["data_quality"]["spans_outside_window"]

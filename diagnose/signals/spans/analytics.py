@@ -232,8 +232,12 @@ def request_summary(ss: SpanSet, window: tuple[int, int] | None,
     parts = covered if covered is not None else ((lo, hi),)
     span_s = sum(b - a for a, b in parts) / 1e9
     done = int(sum(((ends >= a) & (ends <= b)).sum() for a, b in parts))
-    qps = done * scale / span_s if span_s > 0 else None
-    conc = {k: v * scale if v is not None else None for k, v in _concurrency_over(starts, ends, parts).items()}
+    # no request ended inside the window: the spans' clock is not the capture's (or they are of another
+    # time), and "0 QPS" next to their latencies would be a measurement of nothing
+    outside = done == 0 and window is not None
+    qps = done * scale / span_s if span_s > 0 and not outside else None
+    conc = {k: v * scale if v is not None and not outside else None
+            for k, v in _concurrency_over(starts, ends, parts).items()}
     little = qps * dur.mean() / 1e9 if qps is not None else None
     total = int(dur.sum())
     stage_total = {st: sum(r.stage_ns.get(st, 0) for r in reqs) for st in STAGES}
@@ -248,6 +252,7 @@ def request_summary(ss: SpanSet, window: tuple[int, int] | None,
         "unstaged_pct": 100.0 * max(0, total - sum(stage_total.values())) / total if total else None,
         "by_name": _by_name(reqs),
         "lifetime_excluded": excluded(ss),
+        **({"ended_outside_window": len(reqs)} if outside else {}),
     }
 
 

@@ -41,6 +41,12 @@ def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) 
                                          SRC + ", time-average of open requests (sweep)" + scaled)
     out["spans.in_flight_littles_law"] = Signal("spans.in_flight_littles_law", summary["in_flight_littles_law"],
                                                 "requests", SRC + ", QPS x mean latency")
+    if summary.get("ended_outside_window"):
+        why = (f"none of the {summary['ended_outside_window']} requests ended inside the capture window: the spans' "
+               "clock is not the capture's, or they are of another time")
+        for n, unit in (("spans.qps", "1/s"), ("spans.in_flight_mean", "requests"),
+                        ("spans.in_flight_littles_law", "requests")):
+            out[n] = missing(n, unit, SRC, why)
     for st in STAGES:
         n = f"spans.stage_share_pct[{st}]"
         out[n] = Signal(n, summary["stage_share_pct"][st], "%", SRC + ", stage spans (rules/stage_catalog.py) "

@@ -33,9 +33,9 @@ Acceptance criteria (all must hold for a knee from the fit):
    slope before it (a flat or falling first segment counts as slope 0), and the segmented fit cuts the
    squared error of one straight line by at least ``MIN_FIT_IMPROVEMENT`` (50%, as GuideLLM).
 4. The knee step, whose measured throughput and P99 are reported, is the highest unsaturated step at or
-   below the join (so a measured point, on the flat side) whose P99 is still under ``MIN_RISE`` (2x) the
-   lowest P99 of the steps below it: a plateau after a jump (a loaded host: 15, 23, 272, 242, 209, 475 ms)
-   pulls the join past a step that has already degraded. The same holds for a knee by saturation.
+   below the join (so a measured point, on the flat side) whose P99 did not jump ``MIN_JUMP`` (3x) from
+   the step below it: a plateau after a jump (a loaded host: 15, 23, 272, 242, 209, 475 ms) pulls the
+   join past a step that has already degraded. The same holds for a knee by saturation.
 
 When 3 fails (or fewer than 4 steps remain to fit) but a step is saturated, the knee is the last step
 before the first saturated one (``basis`` "saturation"): throughput that stops following the offered
@@ -52,6 +52,7 @@ import numpy as np
 
 MIN_STEPS = 4
 MIN_RISE = 2.0
+MIN_JUMP = 3.0
 MIN_SLOPE_RATIO = 3.0
 MIN_FIT_IMPROVEMENT = 0.5
 SATURATED_FRACTION = 0.9
@@ -170,10 +171,10 @@ def _knee_step(steps: Sequence[LoadStep], upto_qps: float) -> int | None:
 
 
 def _degraded(steps: Sequence[LoadStep], i: int) -> bool:
-    """Step ``i``'s P99 is at least MIN_RISE x the lowest P99 of the steps below it."""
-    below = [s.p99_ms for s in steps[:i] if s.p99_ms is not None]
-    p99 = steps[i].p99_ms
-    return bool(below) and p99 is not None and p99 >= MIN_RISE * min(below)
+    """Step ``i``'s P99 jumped: at least MIN_JUMP x the P99 of the step below it (P99 that climbs
+    gently as the load rises, 7, 14, 24, 28 ms, is the flat side; 23 to 272 ms is past the knee)."""
+    below, p99 = steps[i - 1].p99_ms, steps[i].p99_ms
+    return below is not None and p99 is not None and p99 >= MIN_JUMP * below
 
 
 def _no_knee(reason: str, fit: _Fit | None = None, improvement: float | None = None) -> Knee:

@@ -125,3 +125,12 @@ def test_a_plateau_after_the_jump_does_not_put_the_knee_on_a_degraded_step():
                                                         [15.2, 23.3, 272.2, 241.6, 208.9, 475.1])])
     assert k.accepted and k.basis == "saturation"  # 251 of 282 offered: under 0.9x
     assert (k.offered_qps, k.p99_ms) == (141.0, 23.3), k
+
+
+def test_p99_that_climbs_gently_with_the_load_is_still_the_flat_side():
+    """The demo service on a quiet host: 7, 14, 24, 28 ms, then 111 and 697: the knee is at 344 QPS,
+    not walked back to the first step because 14 ms is twice 7."""
+    rates = [86.0, 172.0, 258.0, 344.0, 473.0, 645.0]
+    k = find_knee([LoadStep(x, a, y) for x, a, y in zip(rates, [86, 173, 263, 351, 455, 465],
+                                                        [6.8, 14.3, 23.7, 28.1, 111.2, 697.1])])
+    assert k.accepted and k.offered_qps == 344.0, k

@@ -15,7 +15,7 @@ import bisect
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
@@ -371,26 +371,38 @@ def _calibrate(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> tuple[lis
             running[p.tid] += p.end_ns - p.start_ns
     keep: dict[int, float] = {}
     for tid, ns in running.items():
-        tu = usage.get(tid)
-        if tu is None or len(tu.readings) < 2:
-            continue
-        cpu_ns = max(0.0, tu.cpu_s) * 1e9
-        if ns > CPU_SLACK * cpu_ns + CPU_SLACK_NS:
+        cpu_ns = _cpu_ns(usage, tid)
+        if cpu_ns is not None and ns > CPU_SLACK * cpu_ns + CPU_SLACK_NS:
             keep[tid] = cpu_ns / ns
-    if not keep:
-        return pieces, 0
+    out = _split(pieces, keep, lambda p: p.kind in CALIBRATED, lambda p: p,
+                 lambda p: replace(p, kind="io.wait" if p.kind == "io.copy" else "lock"))
+    return out, len(keep)
+
+
+def _cpu_ns(usage: dict[int, ThreadUsage], tid: int) -> float | None:
+    """The thread's CPU time over the capture (ns; /proc utime + stime), or None with < 2 readings."""
+    tu = usage.get(tid)
+    return max(0.0, tu.cpu_s) * 1e9 if tu is not None and len(tu.readings) >= 2 else None
+
+
+def _split(pieces: list[_Piece], share: dict[int, float], chosen: Callable[[_Piece], bool],
+           head: Callable[[_Piece], _Piece], tail: Callable[[_Piece], _Piece]) -> list[_Piece]:
+    """Each ``chosen`` piece of a thread in ``share`` cut at that share of its length: ``head`` of
+    the first part, ``tail`` of the rest; other pieces as they are."""
+    if not share:
+        return pieces
     out = []
     for p in pieces:
-        f = keep.get(p.tid)
-        if f is None or p.kind not in CALIBRATED:
+        f = share.get(p.tid)
+        if f is None or not chosen(p):
             out.append(p)
             continue
         cut = p.start_ns + int((p.end_ns - p.start_ns) * f)
         if cut > p.start_ns:
-            out.append(replace(p, end_ns=cut))
+            out.append(head(replace(p, end_ns=cut)))
         if p.end_ns > cut:
-            out.append(replace(p, start_ns=cut, kind="io.wait" if p.kind == "io.copy" else "lock"))
-    return out, len(keep)
+            out.append(tail(replace(p, start_ns=cut)))
+    return out
 
 
 def _ran_through_futex(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> tuple[list[_Piece], int]:
@@ -408,25 +420,12 @@ def _ran_through_futex(pieces: list[_Piece], usage: dict[int, ThreadUsage]) -> t
             waiting[p.tid] += p.end_ns - p.start_ns
     share: dict[int, float] = {}
     for tid, ns in waiting.items():
-        tu = usage.get(tid)
-        if tu is None or len(tu.readings) < 2:
-            continue
-        spare = max(0.0, tu.cpu_s) * 1e9 - running[tid]
+        cpu_ns = _cpu_ns(usage, tid)
+        spare = cpu_ns - running[tid] if cpu_ns is not None else 0.0
         if spare > CPU_SLACK_NS:
             share[tid] = min(1.0, spare / ns)
-    if not share:
-        return pieces, 0
-    out = []
-    for p in pieces:
-        f = share.get(p.tid)
-        if f is None or p.kind != "wait.gil" or p.ran is None:
-            out.append(p)
-            continue
-        cut = p.start_ns + int((p.end_ns - p.start_ns) * f)
-        if cut > p.start_ns:
-            out.append(replace(p, end_ns=cut, kind=p.ran, ran=None))
-        if p.end_ns > cut:
-            out.append(replace(p, start_ns=cut))
+    out = _split(pieces, share, lambda p: p.kind == "wait.gil" and p.ran is not None,
+                 lambda p: replace(p, kind=p.ran or p.kind, ran=None), lambda p: p)
     return out, len(share)
 
 

@@ -38,3 +38,19 @@ def test_stops_when_done_or_when_even_the_shortest_window_is_too_costly():
     assert next_window([WindowStats(MIN_WINDOW_S, 9000, 0.08, 0.01)], 10.0) is None
     last = next_window([WindowStats(0.9, 10, 0.001, 0.001)], 1.0)
     assert last.window_s == pytest.approx(0.1)  # what is left of the wanted time
+
+
+def test_a_window_is_cut_once_the_targets_cpu_would_pass_its_event_budget():
+    """The llm demo: windows of 11 events while idle, then one met a burst of generation (31,647 events,
+    a 745 ms hold). The CPU a window may see is the event budget at the most events per CPU-second
+    measured, a decode loop's order until a window saw real work."""
+    from diagnose.agent.inproc.windowplan import DEFAULT_EVENTS_PER_CPU_S, SAFETY, cpu_cap_s
+
+    idle = [WindowStats(0.002, 1, 0.0003, 0.0004, 0.001), WindowStats(0.5, 11, 0.001, 0.001, 0.01)]
+    cap = cpu_cap_s(idle)
+    assert cap * DEFAULT_EVENTS_PER_CPU_S * 30e-6 == pytest.approx(SAFETY * STALL_BUDGET_S)  # ~670 events: ~20 ms hold
+    # a compute-bound model: few events, much CPU (two cores for a second): no early cut to speak of
+    assert cpu_cap_s([WindowStats(1.0, 200, 0.003, 0.002, 2.0)]) > 10.0
+    # a small-ops loop measured at 400k events per CPU-second: the cut comes at its planned size
+    fast = [WindowStats(0.05, 20_000, 0.02, 0.008, 0.05)]
+    assert cpu_cap_s(fast) == pytest.approx(SAFETY * STALL_BUDGET_S / (0.02 / 20_000) / 400_000)

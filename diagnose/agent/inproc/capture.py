@@ -29,12 +29,13 @@ from diagnose.agent.inproc import spans as span_hooks
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.records import SpanCounts, count_record
 from diagnose.agent.inproc.torchwin import DEFAULT_WINDOW_S, MAX_WINDOW_S, TorchWindow, torch_unavailable_reason
-from diagnose.agent.inproc.windowplan import STALL_BUDGET_S, STALL_SHARE, WindowStats, next_window
+from diagnose.agent.inproc.windowplan import STALL_BUDGET_S, STALL_SHARE, WindowStats, cpu_cap_s, next_window
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import GC, SPANS, TORCH
 
 MAX_CAPTURE_S = 3600.0
 DRAIN_PERIOD_S = 0.25
+GUARD_PERIOD_S = 0.01  # how often a running torch window's CPU is checked (windowplan.cpu_cap_s)
 BATCH_SPANS = 64  # converted between two yields of the GIL: ~1-2 ms of the capture thread holding it
 DRAIN_SLICE_S = 0.05  # the most one wake spends converting spans (wall time)
 STOP_DRAIN_S = 0.5  # the most the end of a capture spends converting what is still queued
@@ -95,6 +96,7 @@ class CaptureSession:
         self._gc = GcRecorder()
         self._torch: TorchWindow | None = None
         self._torch_windows: list[WindowStats] = []
+        self._torch_cpu0, self._torch_cpu_cap, self._torch_cut_early = 0.0, 0.0, 0
         self._torch_next: tuple[float, float] | None = None  # (monotonic start, window s) of the next window
         self._torch_end_at = 0.0
         self._torch_first_at: float | None = None
@@ -189,11 +191,12 @@ class CaptureSession:
             return
         self._torch_first_at = self._torch_first_at or now
         self._torch_end_at = time.monotonic() + window_s
+        self._torch_cpu0, self._torch_cpu_cap = time.process_time(), cpu_cap_s(self._torch_windows)
 
     def _torch_wake(self) -> float | None:
-        """Monotonic time of the next torch start or stop, if any."""
+        """Monotonic time of the next torch start or stop (or CPU check of a running window), if any."""
         if self._torch is not None:
-            return self._torch_end_at
+            return min(self._torch_end_at, time.monotonic() + GUARD_PERIOD_S)
         return self._torch_next[0] if self._torch_next is not None else None
 
     def _loop(self) -> None:
@@ -205,7 +208,7 @@ class CaptureSession:
             if self._stop.wait(timeout):
                 break
             now = time.monotonic()
-            if self._torch is not None and now >= self._torch_end_at:
+            if self._torch is not None and (now >= self._torch_end_at or self._torch_cpu_spent()):
                 self._stop_torch()
                 self._schedule_torch(time.monotonic())
             elif self._torch is None and self._torch_next is not None and now >= self._torch_next[0]:
@@ -218,6 +221,14 @@ class CaptureSession:
             if self.parts["spans"].state == UNAVAILABLE and self.request.spans:
                 self._retry_attach()  # the application may configure tracing while we capture
 
+    def _torch_cpu_spent(self) -> bool:
+        """The running window saw more of the target's CPU than its events may (windowplan.cpu_cap_s):
+        the op rate jumped (an idle service got busy), so it stops before its hold outgrows the budget."""
+        if time.process_time() - self._torch_cpu0 <= self._torch_cpu_cap:
+            return False
+        self._torch_cut_early += 1
+        return True
+
     def _retry_attach(self) -> None:
         if span_hooks.attach() is None:
             self.parts["spans"] = Part()
@@ -228,12 +239,14 @@ class CaptureSession:
             return
         self._end_torch_mirror()
         self.phase = "stopping and exporting a torch window"
+        cpu_s = time.process_time() - self._torch_cpu0
         record = window.stop()
         self.phase = "capturing"
         self._writer.stream(TORCH.name).write(record)
         if not record["error"]:
             self._torch_windows.append(WindowStats((record["stopping_ns"] - record["start_ns"]) / 1e9,
-                                                   int(record["events"] or 0), record["stop_s"], record["export_s"]))
+                                                   int(record["events"] or 0), record["stop_s"], record["export_s"],
+                                                   max(0.0, cpu_s)))
         part = self.parts["torch"]
         if record["error"]:
             part.state, part.reason = FAILED, f"torch trace export failed: {record['error']}"
@@ -249,7 +262,7 @@ class CaptureSession:
                 "torch_hold_max_ms": round(1e3 * max((w.hold_s for w in ws), default=0.0), 1),
                 "torch_hold_total_ms": round(1e3 * sum(w.total_hold_s for w in ws), 1),
                 "torch_hold_budget_ms": STALL_BUDGET_S * 1e3, "torch_hold_share_budget_pct": STALL_SHARE * 100,
-                "torch_plan": self._torch_reason}
+                "torch_windows_cut_by_cpu": self._torch_cut_early, "torch_plan": self._torch_reason}
 
     def _end_torch_mirror(self) -> None:
         if self.bridge is not None:

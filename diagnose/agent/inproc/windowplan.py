@@ -22,17 +22,23 @@ MIN_WINDOW_S = 0.002
 MAX_WINDOW_S = 10.0
 MIN_GAP_S = 0.5
 MAX_WINDOWS = 8  # the probe and seven more: every start/stop cycle of Kineto from the agent's thread is a risk
+DEFAULT_EVENTS_PER_CPU_S = 100_000.0  # until a window measured it (the llm demo decoding: ~55k per CPU-s)
+DEFAULT_HOLD_PER_EVENT_S = 30e-6  # the larger hold per event until measured (8-27 us to stop, 6-11 to export)
+MIN_MEASURED_EVENTS = 100
+MIN_MEASURED_CPU_S = 0.005
 MAX_GROWTH = 8.0  # the hold's fixed part does not grow: scaling by budget / hold over-estimates it
 
 
 @dataclass(frozen=True)
 class WindowStats:
-    """One finished window: its length (s), events recorded, and the two holds (s)."""
+    """One finished window: its length (s), events recorded, the two holds (s), and the target's
+    process CPU time during it (s, ``time.process_time``: every thread)."""
 
     window_s: float
     events: int
     stop_s: float
     export_s: float
+    cpu_s: float = 0.0
 
     @property
     def hold_s(self) -> float:
@@ -77,4 +83,23 @@ def next_window(done: list[WindowStats], wanted_s: float, elapsed_s: float = 0.0
                              f"{STALL_BUDGET_S * 1e3:.0f} ms")
 
 
-__all__ = ["MIN_WINDOW_S", "PROBE_S", "STALL_BUDGET_S", "STALL_SHARE", "Next", "WindowStats", "next_window"]
+def cpu_cap_s(done: list[WindowStats]) -> float:
+    """How much process CPU time (s) the next window may see before the agent stops it early.
+
+    A window is sized from the last one's events; a service idle through the first windows (11 events
+    each) and then busy (a burst of generation: 31,647 events in one window, a 745 ms hold) outgrows
+    that plan. Ops come from CPU work, so the window is cut once the target's CPU during it, at the
+    most events per CPU-second measured so far, would pass the event budget (SAFETY x STALL_BUDGET_S
+    over the measured hold per event). A window is a measurement of the rate when it saw real work
+    (>= MIN_MEASURED_EVENTS events, or >= MIN_MEASURED_CPU_S of CPU at >= half a core); until one has,
+    DEFAULT_EVENTS_PER_CPU_S stands in (the llm demo decodes at ~55k)."""
+    measured = [w for w in done if w.cpu_s >= MIN_MEASURED_CPU_S
+                and (w.events >= MIN_MEASURED_EVENTS or w.cpu_s >= 0.5 * w.window_s)]
+    rate = max((w.events / w.cpu_s for w in measured), default=DEFAULT_EVENTS_PER_CPU_S)
+    costs = [w.hold_s / w.events for w in done if w.events >= MIN_MEASURED_EVENTS]
+    per_event = max(costs, default=DEFAULT_HOLD_PER_EVENT_S)
+    return max(MIN_MEASURED_CPU_S, SAFETY * STALL_BUDGET_S / per_event / max(rate, 1.0))
+
+
+__all__ = ["MIN_WINDOW_S", "PROBE_S", "STALL_BUDGET_S", "STALL_SHARE", "Next", "WindowStats", "cpu_cap_s",
+           "next_window"]

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from agent_helpers import read_until, service  # noqa: F401  (fixture)
+from agent_helpers import read_until, service, xfail_if_kineto_crashed  # noqa: F401  (fixture)
 from diagnose.agent.inproc.windowplan import STALL_BUDGET_S
 from helpers import only_bundle, run_diagnose
 
@@ -31,9 +31,7 @@ def _capture(service, tmp_path, *target_args: str) -> tuple[list[dict], dict, di
     try:
         read_until(svc.proc, "{", 30, svc.lines)
     except RuntimeError as exc:
-        if svc.proc.returncode == -signal.SIGSEGV:  # 2 of ~10 runs on 2026-12-02: not the bound
-            pytest.xfail(f"the target crashed in torch's profiler (Kineto stopped while another thread ran an "
-                         f"op: pytorch/pytorch#64795, #132331; README 'Known limits'): {str(exc)[-300:]}")
+        xfail_if_kineto_crashed(svc, str(exc)[-300:])  # not the bound
         raise
     own = json.loads(svc.lines[-1])
     bundle = only_bundle(tmp_path)

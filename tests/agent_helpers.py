@@ -123,16 +123,3 @@ def service():
     yield _start
     for s in started:
         s.stop()
-
-
-def xfail_if_kineto_crashed(svc: Service, detail: str = "") -> None:
-    """The target died of SIGSEGV under the agent's torch profiler: the torch race where Kineto stops
-    while another thread runs an op (pytorch/pytorch#64795, #132331; README "Known limits"), seen in
-    2-3 of about 10 full runs on 2026-12-02. Said as an expected failure, with the target's stderr,
-    instead of a wrong verdict or a missed bound."""
-    import pytest
-
-    if svc.proc.poll() == -signal.SIGSEGV:
-        pytest.xfail(f"the target crashed in torch's profiler (Kineto race, README 'Known limits'): "
-                     f"{detail or svc.stderr_text()[-300:]}")
-

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from agent_helpers import read_until, service, xfail_if_kineto_crashed  # noqa: F401  (fixture)
+from agent_helpers import read_until, service  # noqa: F401  (fixture)
 from diagnose.agent.inproc.windowplan import STALL_BUDGET_S
 from helpers import only_bundle, run_diagnose
 
@@ -28,11 +28,7 @@ def _capture(service, tmp_path, *target_args: str) -> tuple[list[dict], dict, di
                        "--no-tui", timeout=150)
     assert res.returncode == 0, res.stderr
     os.kill(svc.pid, signal.SIGTERM)
-    try:
-        read_until(svc.proc, "{", 30, svc.lines)
-    except RuntimeError as exc:
-        xfail_if_kineto_crashed(svc, str(exc)[-300:])  # not the bound
-        raise
+    read_until(svc.proc, "{", 30, svc.lines)  # its own figures: it ran to its end, alive
     own = json.loads(svc.lines[-1])
     bundle = only_bundle(tmp_path)
     windows = [json.loads(x) for x in (bundle / "torch.jsonl").read_text().splitlines()]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_helpers import service, xfail_if_kineto_crashed  # noqa: F401  (fixture)
+from agent_helpers import service  # noqa: F401  (fixture)
 from diagnose.bundle import Bundle
 from diagnose.bundle.importers import import_files
 from diagnose.verdict.analyze import analyze
@@ -174,7 +174,6 @@ def test_unbatched_model_worker_is_service_queueing(service, tmp_path):  # noqa:
     port = int(next(ln for ln in svc.lines if ln.startswith("READY")).split()[1])
     with _clients(port, 16, "/predict"):
         doc = _attach(svc.pid, tmp_path, "--torch-window", "2")
-    xfail_if_kineto_crashed(svc)  # once in CI: the target died at the first window, nothing to account
     fired = {f["rule_id"] for f in doc["findings"]}
     terms = {t["kind"]: t["share"] for t in doc["account"][0]["terms"]}
     assert doc["signals"]["torch.model_batch_p50"]["value"] == 1

@@ -3,7 +3,8 @@
 ``ops`` (default): a torch loop of small ops (~270k ops/s on one core here); every gap of more than
 GAP_MS between two batches of ops is recorded. ``--serve``: an HTTP server on 127.0.0.1 whose
 handler runs a small torch MLP per request, driven by a closed-loop client thread inside the
-process; every request that took more than GAP_MS is recorded. On SIGTERM, or after --seconds, it
+process; every request that took more than GAP_MS is recorded (``--churn``: a new connection per
+request, so the server starts and ends a thread per request). On SIGTERM, or after --seconds, it
 prints one JSON line: ops or requests per second, and the gaps ([Unix ns start, ms]). Never a
 sleep standing in for work."""
 import argparse
@@ -24,6 +25,7 @@ BATCH = 20
 p = argparse.ArgumentParser()
 p.add_argument("--seconds", type=float, default=60.0)
 p.add_argument("--serve", action="store_true")
+p.add_argument("--churn", action="store_true")
 args = p.parse_args()
 torch.set_num_threads(1)
 stop = threading.Event()
@@ -84,6 +86,8 @@ def serve(deadline: float) -> None:
         conn.getresponse().read()
         note(t0, time.perf_counter_ns())
         done[0] += 1
+        if args.churn:
+            conn.close()  # the server's thread for this connection ends; the next request starts one
     server.shutdown()
 
 

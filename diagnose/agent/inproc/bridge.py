@@ -52,6 +52,24 @@ class Bridge:
         except Exception:  # best effort, see enter()
             pass
 
+    def close_torch_ranges(self) -> None:
+        """End every open record_function range now (called by a torch window's stop, on the
+        profiler thread): a range still open when torch finalizes would end into freed memory.
+        The spans stay open for NVTX; their later exit finds no torch range."""
+        self.torch_on = False
+        with self._lock:
+            ranges = [(sid, h, rf) for sid, (h, rf) in self._open.items() if rf is not None]
+            for sid, handle, _ in ranges:
+                if handle is None:
+                    del self._open[sid]
+                else:
+                    self._open[sid] = (handle, None)
+        for _, _, rf in ranges:
+            try:
+                rf.__exit__(None, None, None)
+            except Exception:  # best effort, see enter()
+                pass
+
     def reset(self) -> None:
         """After fork: forget the parent's open ranges."""
         self._lock = threading.Lock()

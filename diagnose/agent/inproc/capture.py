@@ -2,8 +2,9 @@
 
 Runs on its own thread (``diagnose-agent-capture``) so the control socket answers at once and the
 serving threads keep serving. It wakes every DRAIN_PERIOD_S to move queued spans and GC pauses to
-the bundle streams (the hot-path hooks only append to deques), ends the torch window when it is
-due, and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
+the bundle streams (the hot-path hooks only append to deques), plans the torch windows and hands
+each to the one long-lived profiler thread (torchthread.py), which starts, guards and stops it,
+and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
 and TORCH_TRACES (diagnose/bundle/streams.py).
 
 Span work is budgeted (spanbudget.py): spans are converted in batches of BATCH_SPANS with the GIL
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnose.agent.inproc import spanbudget
+from diagnose.agent.inproc import spanbudget, torchthread
 from diagnose.agent.inproc import spans as span_hooks
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.records import SpanCounts, count_record
@@ -35,10 +36,11 @@ from diagnose.bundle.streams import GC, SPANS, TORCH
 
 MAX_CAPTURE_S = 3600.0
 DRAIN_PERIOD_S = 0.25
-GUARD_PERIOD_S = 0.01  # how often a running torch window's CPU is checked (windowplan.cpu_cap_s)
+TORCH_POLL_S = 0.05  # how often the capture looks whether the profiler thread ended its window
 BATCH_SPANS = 64  # converted between two yields of the GIL: ~1-2 ms of the capture thread holding it
 DRAIN_SLICE_S = 0.05  # the most one wake spends converting spans (wall time)
 STOP_DRAIN_S = 0.5  # the most the end of a capture spends converting what is still queued
+TORCH_STOP_WAIT_S = 10.0  # a stop waits for quiet (quiesce.py): past this the capture goes on without it
 OK, SKIPPED, UNAVAILABLE, FAILED = "ok", "skipped", "unavailable", "failed"
 
 
@@ -94,11 +96,11 @@ class CaptureSession:
         self._writer = BundleWriter(out_dir)
         self._sink = span_hooks.SpanSink()
         self._gc = GcRecorder()
-        self._torch: TorchWindow | None = None
+        # the running window: (window, its end-early event, its job on the profiler thread)
+        self._torch: tuple[TorchWindow, threading.Event, torchthread.Job] | None = None
         self._torch_windows: list[WindowStats] = []
-        self._torch_cpu0, self._torch_cpu_cap, self._torch_cut_early = 0.0, 0.0, 0
+        self._torch_cut_early = 0
         self._torch_next: tuple[float, float] | None = None  # (monotonic start, window s) of the next window
-        self._torch_end_at = 0.0
         self._torch_first_at: float | None = None
         self._torch_reason = ""
         self._span_counts = SpanCounts()
@@ -174,29 +176,24 @@ class CaptureSession:
         self._torch_reason = nxt.reason
 
     def _start_torch(self, now: float) -> None:
+        """Hand the next window to the profiler thread, which starts, guards and stops it."""
         assert self._torch_next is not None
         window_s = self._torch_next[1]
         self._torch_next = None
         r = self.request
-        self._torch = TorchWindow(self.out_dir, len(self._torch_windows) + 1, r.record_shapes, r.with_flops,
-                                  r.with_stack)
+        window = TorchWindow(self.out_dir, len(self._torch_windows) + 1, r.record_shapes, r.with_flops, r.with_stack)
         if r.record_function and self.bridge is not None:
             self.bridge.torch_on = True
-        try:
-            self._torch.start()
-        except RuntimeError as exc:
-            self._torch = None
-            self._end_torch_mirror()
-            self.parts["torch"] = Part(FAILED, f"torch profiler did not start: {exc}")
-            return
+        close = self.bridge.close_torch_ranges if self.bridge is not None else None
+        cap, end_early = cpu_cap_s(self._torch_windows), threading.Event()
+        self._torch = (window, end_early, torchthread.THREAD.submit(
+            lambda: window.run(window_s, cap, end_early, close), "a torch window"))
         self._torch_first_at = self._torch_first_at or now
-        self._torch_end_at = time.monotonic() + window_s
-        self._torch_cpu0, self._torch_cpu_cap = time.process_time(), cpu_cap_s(self._torch_windows)
 
     def _torch_wake(self) -> float | None:
-        """Monotonic time of the next torch start or stop (or CPU check of a running window), if any."""
+        """Monotonic time of the next torch start or check of a running window, if any."""
         if self._torch is not None:
-            return min(self._torch_end_at, time.monotonic() + GUARD_PERIOD_S)
+            return time.monotonic() + TORCH_POLL_S
         return self._torch_next[0] if self._torch_next is not None else None
 
     def _loop(self) -> None:
@@ -208,8 +205,8 @@ class CaptureSession:
             if self._stop.wait(timeout):
                 break
             now = time.monotonic()
-            if self._torch is not None and (now >= self._torch_end_at or self._torch_cpu_spent()):
-                self._stop_torch()
+            if self._torch is not None and self._torch[2].done.is_set():
+                self._end_torch(0.0)
                 self._schedule_torch(time.monotonic())
             elif self._torch is None and self._torch_next is not None and now >= self._torch_next[0]:
                 self._start_torch(now)
@@ -221,39 +218,54 @@ class CaptureSession:
             if self.parts["spans"].state == UNAVAILABLE and self.request.spans:
                 self._retry_attach()  # the application may configure tracing while we capture
 
-    def _torch_cpu_spent(self) -> bool:
-        """The running window saw more of the target's CPU than its events may (windowplan.cpu_cap_s):
-        the op rate jumped (an idle service got busy), so it stops before its hold outgrows the budget."""
-        if time.process_time() - self._torch_cpu0 <= self._torch_cpu_cap:
-            return False
-        self._torch_cut_early += 1
-        return True
-
     def _retry_attach(self) -> None:
         if span_hooks.attach() is None:
             self.parts["spans"] = Part()
 
-    def _stop_torch(self) -> None:
-        window, self._torch = self._torch, None
-        if window is None:
+    def _end_torch(self, wait_s: float) -> None:
+        """Collect the running window's record, waiting up to ``wait_s`` (s) for its stop. A stop
+        that outwaits it goes on on the profiler thread (it finalizes once quiet, and writes
+        nothing) and this capture records why."""
+        if self._torch is None:
             return
-        self._end_torch_mirror()
+        (window, end_early, job), self._torch = self._torch, None
+        end_early.set()
         self.phase = "stopping and exporting a torch window"
-        cpu_s = time.process_time() - self._torch_cpu0
-        record = window.stop()
-        self.phase = "capturing"
+        try:
+            record = job.result(wait_s)
+        except torchthread.JobTimeout:
+            window.abandoned = True
+            record = self._unfinished(window)
+        except RuntimeError as exc:
+            self._end_torch_mirror()
+            self.parts["torch"] = Part(FAILED, f"torch profiler did not start: {exc}")
+            self._torch_next = None
+            return
+        finally:
+            self.phase = "capturing"
+        self._end_torch_mirror()
         self._writer.stream(TORCH.name).write(record)
         if not record["error"]:
             self._torch_windows.append(WindowStats((record["stopping_ns"] - record["start_ns"]) / 1e9,
                                                    int(record["events"] or 0), record["stop_s"], record["export_s"],
-                                                   max(0.0, cpu_s)))
+                                                   record["cpu_s"]))
+            self._torch_cut_early += bool(record.get("cut_by_cpu"))
         part = self.parts["torch"]
         if record["error"]:
-            part.state, part.reason = FAILED, f"torch trace export failed: {record['error']}"
+            part.state, part.reason = FAILED, f"torch window {len(self._torch_windows) + 1} failed: {record['error']}"
             self._torch_next = None
         elif record.get("note"):
             part.reason = record["note"]
         part.counts = self._torch_counts()
+
+    @staticmethod
+    def _unfinished(window: TorchWindow) -> dict[str, Any]:
+        waiting = ", ".join(window.waiting_for[:3]) or "the profiler thread"
+        now = time.time_ns()
+        return {"file": None, "start_ns": window.start_ns or None, "stopping_ns": now, "end_ns": now,
+                "error": f"the stop waited {TORCH_STOP_WAIT_S:.0f} s for {waiting} to leave a call that may be "
+                         "a torch op begun in the window (finalizing earlier could crash the target); the "
+                         "window is discarded when it ends"}
 
     def _torch_counts(self) -> dict[str, Any]:
         ws = self._torch_windows
@@ -316,8 +328,7 @@ class CaptureSession:
             span_hooks.HOOKS.sink = None
         self._spans_end_ns = time.time_ns()  # no span is queued after this
         self._gc.remove()
-        if self._torch is not None:
-            self._stop_torch()
+        self._end_torch(TORCH_STOP_WAIT_S)
         self.phase = "writing queued spans"
         self._drain(STOP_DRAIN_S)
         self._spans_discarded = self._sink.discard_queued()

@@ -7,6 +7,11 @@ with_stack off by default. ``profile_all_threads`` (torch >= 2.7) makes the prof
 the agent's thread, record the serving threads' ops; older torch records only threads that inherit
 the profiler state, which the index record says.
 
+Stopping is three steps (quiesce.py says why): the op callback is removed first
+(``_toggle_collection_dynamic``: no op is recorded after it), then the stop waits until no other
+thread can still be inside an op that began before, and only then torch finalizes and the trace
+is exported. Every call into the profiler runs on one long-lived thread (torchthread.py).
+
 Clock: Kineto writes ``baseTimeNanoseconds`` (Unix ns) and event ``ts`` in us from it, so
 ``epoch_ns = base_time_ns + ts_us * 1000``; ``start_ns``/``end_ns`` are time.time_ns() taken just
 after the profiler started and just after it stopped. The agent never imports torch itself: a
@@ -18,15 +23,20 @@ import importlib.util
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from diagnose.agent.inproc.quiesce import Quiet, wait_quiet
 from diagnose.bundle.streams import TORCH_TRACES
 
 MAX_WINDOW_S = 60.0
 DEFAULT_WINDOW_S = 10.0
 YIELD_S = 0.01  # between the profiler's stop and the export
+GUARD_PERIOD_S = 0.01  # how often a running window's CPU is checked (windowplan.cpu_cap_s)
+QUIET_REPORT_S = 1.0  # how often a stop still waiting for quiet updates ``waiting_for``
+AGENT_THREADS = "diagnose-agent"  # name prefix of the agent's own threads: they run no torch op
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 _HEADER_BYTES = 16 * 1024
 
@@ -56,9 +66,30 @@ class TorchWindow:
         self.rel = TORCH_TRACES.file(seq).removesuffix(".gz")  # raw: compressing would stall the target
         self.opts = {"record_shapes": record_shapes, "with_flops": with_flops, "with_stack": with_stack}
         self.note: str | None = None
+        self.waiting_for: tuple[str, ...] = ()  # threads a stop waits for: 'name at file:line'
+        self.abandoned = False  # the capture stopped waiting for the stop: finalize, export nothing
         self._prof: Any = None
         self._activities: list[str] = []
         self.start_ns = 0
+
+    def run(self, window_s: float, cpu_cap_s: float, end_early: threading.Event,
+            before_pause: Any = None) -> dict[str, Any]:
+        """The whole window on the calling thread (the profiler thread, torchthread.py): start,
+        record for ``window_s`` (s) or until ``end_early`` is set or the target's process CPU time
+        during the window passes ``cpu_cap_s`` (s; checked every GUARD_PERIOD_S: an idle service
+        that got busy would outgrow the hold budget), then ``stop``. Returns the TORCH record with
+        ``cpu_s`` (the target's CPU during the window) and ``cut_by_cpu``. Raises RuntimeError when
+        the profiler does not start."""
+        self.start()
+        cpu0, end, cut = time.process_time(), time.monotonic() + window_s, False
+        while not end_early.wait(max(0.0, min(GUARD_PERIOD_S, end - time.monotonic()))):
+            if time.monotonic() >= end:
+                break
+            if time.process_time() - cpu0 > cpu_cap_s:
+                cut = True
+                break
+        cpu_s = time.process_time() - cpu0
+        return {**self.stop(before_pause), "cpu_s": round(max(0.0, cpu_s), 6), "cut_by_cpu": cut}
 
     def start(self) -> None:
         """Raises RuntimeError (e.g. another profiler already runs in the target)."""
@@ -88,8 +119,10 @@ class TorchWindow:
                      "that inherit the profiler state are recorded")
         return config()
 
-    def stop(self) -> dict[str, Any]:
-        """Stop, yield, export. Returns the TORCH index record (``error`` set if export failed).
+    def stop(self, before_pause: Any = None) -> dict[str, Any]:
+        """Pause collection, wait for quiet, stop, yield, export. Returns the TORCH index record
+        (``error`` set if export failed). ``before_pause``: called first (the span bridge closes
+        the record_function ranges it opened).
 
         The profiler's stop and the export each hold the target's GIL for a time that grows with
         the recorded events (~10-30 us per event on a CPU build): they run as two separate holds
@@ -103,12 +136,18 @@ class TorchWindow:
                                   "stop_s": None, "export_s": None, "events": None}
         try:
             record["stopping_ns"] = time.time_ns()  # the profiled window ends here; end_ns after the stop
+            if before_pause is not None:
+                before_pause()
+            quiet = self._pause_and_wait(torch)
+            record["quiesce_s"], record["quiesce"] = quiet.waited_s, quiet.cleared
             # a hold is this thread's CPU time in the call (the GIL-held work); the wall time also
             # counts waiting for the GIL behind the target's own Python, which holds nothing of it
             t0, c0 = time.perf_counter(), time.thread_time()
             self._prof.__exit__(None, None, None)
             record["end_ns"] = time.time_ns()
             record["stop_s"], record["stop_wall_s"] = _held(c0), round(time.perf_counter() - t0, 6)
+            if self.abandoned:
+                raise RuntimeError("the capture stopped waiting for this window: not exported")
             time.sleep(YIELD_S)  # the serving threads take the GIL back before the export holds it again
             t1, c1 = time.perf_counter(), time.thread_time()
             record["base_time_ns"], record["bytes"], record["events"] = self._export()
@@ -122,6 +161,22 @@ class TorchWindow:
         if self.note:
             record["note"] = self.note
         return record
+
+    def _pause_and_wait(self, torch: Any) -> Quiet:
+        """Remove the op callback, then wait (unbounded: finalizing earlier could crash the
+        target) until no other thread may be inside an op that began before."""
+        from torch.profiler import ProfilerActivity
+
+        # CPU with both device kinds: torch warns on stderr when CPU is toggled without them
+        kinds = {ProfilerActivity.CPU, *(getattr(ProfilerActivity, k) for k in ("CUDA", "XPU")
+                                        if hasattr(ProfilerActivity, k))}
+        torch._C._autograd._toggle_collection_dynamic(False, kinds)
+        t0 = time.monotonic()
+        while True:
+            quiet = wait_quiet(QUIET_REPORT_S, exclude=_agent_threads())
+            if quiet.ok:
+                return Quiet(round(time.monotonic() - t0, 6), (), quiet.cleared)
+            self.waiting_for = quiet.left  # read by a capture that stopped waiting for this stop
 
     def _export(self) -> tuple[int | None, int, int]:
         """Chrome trace -> private temp file -> atomic rename, uncompressed: nothing is parsed,
@@ -152,6 +207,12 @@ class TorchWindow:
             part.unlink(missing_ok=True)
             part.with_name(part.name + ".tmp").unlink(missing_ok=True)
         return base, final.stat().st_size, events
+
+
+def _agent_threads() -> set[int]:
+    import threading
+
+    return {t.ident for t in threading.enumerate() if t.name.startswith(AGENT_THREADS) and t.ident}
 
 
 def _held(cpu0: float) -> float:

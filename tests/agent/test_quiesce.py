@@ -1,0 +1,152 @@
+"""A torch window stops only once no thread can still be inside an op that began while it recorded
+(diagnose/agent/inproc/quiesce.py): threads parked in standard-library calls are cleared at once,
+threads in a call that may be a torch op are waited for until they leave it."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from diagnose.agent.inproc.quiesce import QUIET_S, callee_path, wait_quiet
+
+
+def _last_call_offset(fn) -> int:
+    import dis
+
+    return [i.offset for i in dis.get_instructions(fn) if i.opname.startswith("CALL")][-1]
+
+
+class _Conf:
+    max_s = 1.0
+
+
+conf = _Conf()
+
+
+def _sleep_attr():
+    time.sleep(conf.max_s)
+
+
+def _method_on_local(conn, n):
+    conn.recv(n * 2, 0)
+
+
+def _attribute_chain(self):
+    self.sock.recv_into(memoryview(self.buf)[0:10])
+
+
+def _conditional_argument(x):
+    time.sleep(x if x else 1)
+
+
+def _computed_callee(fns):
+    fns[0](1)
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (_sleep_attr, ("global", "time", "sleep")),
+    (_method_on_local, ("", "conn", "recv")),
+    (_attribute_chain, ("", "self", "sock", "recv_into")),
+    (_conditional_argument, None),  # a jump among the arguments: not read off the bytecode
+    (_computed_callee, None),
+])
+def test_the_callee_of_a_pending_call_is_read_off_the_bytecode(fn, expected):
+    assert callee_path(fn.__code__, _last_call_offset(fn)) == expected
+
+
+def _already_running() -> set[int]:
+    """Threads of earlier tests (pytest's, daemons still parked): each test waits only for its own."""
+    return {t.ident for t in threading.enumerate() if t.ident}
+
+
+def _start(target, *args) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def test_threads_parked_in_standard_library_calls_are_cleared_at_once():
+    stop = threading.Event()
+    a, b = socket.socketpair()
+    lock = threading.Lock()
+    lock.acquire()
+
+    def reads():
+        conn = a
+        conn.recv(10)
+
+    before = _already_running()
+    threads = [_start(time.sleep, 2), _start(stop.wait), _start(reads), _start(lock.acquire)]
+    time.sleep(0.05)
+    try:
+        quiet = wait_quiet(5.0, exclude=before)
+        assert quiet.ok, quiet
+        # each parked thread is cleared by naming its call, or as blocked in library code after QUIET_S
+        assert quiet.waited_s < QUIET_S + 1.0, quiet
+        assert sum(quiet.cleared.values()) >= len(threads)
+    finally:
+        stop.set()
+        lock.release()
+        b.send(b"x")
+        a.close()
+        b.close()
+
+
+def test_a_thread_in_a_call_that_may_be_an_op_is_waited_for_until_it_returns():
+    returned_at: list[float] = []
+    gate = threading.Lock()
+    gate.acquire()
+    calls = [gate.acquire]  # a callee read from a list: not a call the module can name
+
+    def in_unknown_call():
+        calls[0](timeout=0.4)
+        returned_at.append(time.monotonic())
+
+    before = _already_running()
+    t = _start(in_unknown_call)
+    time.sleep(0.05)
+    quiet = wait_quiet(5.0, exclude=before)
+    done = time.monotonic()
+    t.join(5)
+    assert quiet.ok and sum(quiet.cleared.values()) == 1 and "blocked" not in quiet.cleared, quiet
+    assert returned_at and done >= returned_at[0] - 0.002  # not before the call returned
+
+
+def test_a_torch_op_in_flight_is_waited_for():
+    torch = pytest.importorskip("torch", reason="the op in flight is a torch op")
+    a = torch.randn(1500, 1500)
+    returned_at: list[float] = []
+
+    def in_op():
+        torch.mm(a, a)
+        returned_at.append(time.monotonic())
+
+    before = _already_running()
+    t = _start(in_op)
+    time.sleep(0.005)
+    quiet = wait_quiet(30.0, exclude=before)
+    done = time.monotonic()
+    t.join(30)
+    assert quiet.ok, quiet
+    assert returned_at and done >= returned_at[0] - 0.002
+
+
+def test_the_wait_is_bounded_and_names_the_thread_it_waited_for():
+    gate = threading.Lock()
+    gate.acquire()
+    calls = [gate.acquire]
+
+    def stuck():
+        calls[0](timeout=5)
+
+    before = _already_running()
+    t = threading.Thread(target=stuck, name="stuck-worker", daemon=True)
+    t.start()
+    time.sleep(0.05)
+    quiet = wait_quiet(0.2, exclude=before)
+    gate.release()
+    t.join(5)
+    assert not quiet.ok and len(quiet.left) == 1 and quiet.left[0].startswith("stuck-worker at "), quiet
+    assert __file__ in quiet.left[0]

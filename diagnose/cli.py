@@ -901,28 +901,38 @@ def demo(duration: float, scenario: str, qps: float | None, out: Path, no_tui: b
 
 
 def entry() -> None:
-    """The console script: ``main``, with an unexpected exception as exit code 4, never 1."""
-    import traceback
-
+    """The console script: ``run`` with the kernel's own signal actions, as the process's exit code."""
     from diagnose.capture.stop import default_signal_actions
 
     default_signal_actions()  # until a capture or the demo installs its own: 128 + N at once, never "Aborted!"
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(args: list[str]) -> int:
+    """``diagnose ARGS`` in this process: the exit code, an unexpected exception as code 4, never 1
+    (the console script and the tests' in-process runner both call it)."""
+    import traceback
+
     try:
-        code = main(prog_name="diagnose", standalone_mode=False)
+        code = main(args=list(args), prog_name="diagnose", standalone_mode=False)
     except click.UsageError as exc:  # one line naming the cause and where the fix is, not click's three
         where = exc.ctx.command_path if exc.ctx is not None else "diagnose"
         click.echo(f"diagnose: {exc.format_message()} (see `{where} --help`)", err=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.Abort:
         click.echo("Aborted!", err=True)
-        sys.exit(1)
-    except SystemExit:
-        raise
+        return 1
+    except SystemExit as exc:  # a command's own sys.exit(code)
+        if isinstance(exc.code, str):
+            click.echo(exc.code, err=True)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:  # a bug: its traceback, one line naming it, and an exit code of its own
         traceback.print_exc()
         click.echo(f"diagnose: internal error: {type(exc).__name__}: {exc} (a bug; please report it)", err=True)
-        sys.exit(EXIT_BUG)
-    sys.exit(code if isinstance(code, int) else 0)
+        return EXIT_BUG
+    return code if isinstance(code, int) else 0

@@ -12,8 +12,12 @@ import os
 import select
 import time
 
+import pytest
+
 from agent_helpers import service  # noqa: F401  (fixture)
 from helpers import findings, only_bundle, run_diagnose
+
+pytestmark = pytest.mark.live  # the target's throughput ratio: run alone
 
 
 def _counts_until(svc, t_ns: int, timeout_s: float = 10.0) -> list[tuple[int, int]]:

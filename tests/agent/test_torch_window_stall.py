@@ -15,6 +15,7 @@ from diagnose.agent.inproc.windowplan import STALL_BUDGET_S
 from helpers import only_bundle, run_diagnose
 
 pytest.importorskip("torch", reason="torch is needed for the profiled targets")
+pytestmark = pytest.mark.live  # a stall bound measured on the target's own clock: run alone
 
 # A loaded 2-core CI host adds scheduling delay to any gap the target sees, with or without the
 # profiler (measured here: up to ~15 ms while py-spy and the analysis run); the bound is checked

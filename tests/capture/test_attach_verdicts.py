@@ -9,6 +9,7 @@ import pytest
 from helpers import findings, only_bundle, run_diagnose
 
 torch = pytest.importorskip("torch", reason="torch is needed for the CPU compute workload")
+pytestmark = pytest.mark.live  # verdicts measured on live targets: run alone (pyproject markers)
 
 
 def attach(pid: int, out) -> tuple:

@@ -116,9 +116,7 @@ def test_shared_dcgm_exporter_pages_hold_no_engine_metric():
 def test_series_buckets_and_labels_are_capped():
     series = "".join(f'vllm:num_requests_running{{model_name="m{i}",x="{"y" * 500}"}} 1\n' for i in range(2000))
     buckets = "".join(f'vllm:e2e_request_latency_seconds_bucket{{le="{i}"}} {i}\n' for i in range(1000))
-    t0 = time.monotonic()
     page = read_page(series + buckets + 'vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 1000\n')
-    assert time.monotonic() - t0 < 2.0
     running = [s for s in page.series if s["name"] == "vllm:num_requests_running"]
     assert len(running) == MAX_SERIES_PER_METRIC and all(len(v) <= 128 for s in running for v in s["labels"].values())
     e2e = [s for s in page.series if s["name"] == "vllm:e2e_request_latency_seconds"][0]
@@ -127,17 +125,21 @@ def test_series_buckets_and_labels_are_capped():
 
 
 def test_a_page_of_garbage_or_of_too_many_lines_costs_a_bounded_parse():
-    t0 = time.monotonic()
+    # the bound is in lines parsed (what the counts below say), not in seconds of this host
     garbage = read_page("vllm:num_requests_running{ 1\n" * 20_000)
     assert garbage.garbage == MAX_GARBAGE and "the rest of the page was left" in garbage.garbage_lines[-1]
     many = read_page("vllm:num_requests_running 1\n" * (MAX_PARSED_LINES + 500))
     assert many.dropped == 500 and f"only the first {MAX_PARSED_LINES} read" in many.garbage_lines[-1]
-    assert time.monotonic() - t0 < 2.5  # line by line, 20,000 lines would take ~3 s on one core
 
 
-def test_an_expensive_page_spaces_the_scrapes_out(workload, tmp_path):
-    """A page that costs more than a tenth of a core to read (2,000 series: ~0.25 s) delays the next
-    scrape by ten times its cost: the capture scrapes it twice in 2 s, not three times."""
+def test_an_expensive_page_spaces_the_scrapes_out(workload, tmp_path, monkeypatch):
+    """A page that costs more than MAX_CPU_SHARE of the scrape period to read delays the next scrape
+    by its cost / MAX_CPU_SHARE. The share is set so low here that any page of 2,500 series costs more
+    (whatever this host's speed): after the first timed scrape the next is minutes away, so a 2 s
+    capture keeps two pages (the probe's and that one), not three, and says it slowed down once."""
+    import diagnose.collectors.serving_metrics as collector
+
+    monkeypatch.setattr(collector, "MAX_CPU_SHARE", 1e-4)
     big = "".join(f'vllm:num_requests_running{{model_name="m{i}"}} 1\n' for i in range(2500))
     server = PageServer({"big": big.encode()})
     try:
@@ -147,7 +149,7 @@ def test_an_expensive_page_spaces_the_scrapes_out(workload, tmp_path):
     finally:
         server.close()
     st = b.collectors["serving"]
-    assert st.counts["slowed"] >= 1 and st.counts["records"] == 2, st.counts
+    assert st.counts["slowed"] == 1 and st.counts["records"] == 2, st.counts
 
 
 def test_hostile_endpoints_fail_with_a_reason(pages, monkeypatch):

@@ -21,8 +21,9 @@ from helpers import REPO, findings, only_bundle, run_diagnose
 sys.path.insert(0, str(REPO / "benchmarks"))
 from accuracy import EXPECTED  # noqa: E402
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("aiohttp") is None or importlib.util.find_spec("torch")
-                                is None, reason="the demo extra (torch, aiohttp) is not installed")
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("aiohttp") is None or importlib.util.find_spec("torch")
+                                 is None, reason="the demo extra (torch, aiohttp) is not installed"),
+              pytest.mark.live]  # verdicts of the live demo: run alone
 
 
 def _run(scenario: str, out: Path) -> dict:

@@ -155,6 +155,7 @@ def _verdict(doc: dict) -> tuple[str, str | None]:
     return v["quadrant"], v["layer"]
 
 
+@pytest.mark.live  # a verdict measured on a live target
 def test_lock_around_slow_upstream_is_io(workload, tmp_path):
     with _upstream() as url:
         proc = workload("lock_upstream", url)
@@ -169,6 +170,7 @@ def test_lock_around_slow_upstream_is_io(workload, tmp_path):
     assert doc["signals"]["tcp.in_flight_mean"]["value"] >= 4  # 8 keep-alive clients seen from outside
 
 
+@pytest.mark.live  # a verdict measured on a live target
 def test_unbatched_model_worker_is_service_queueing(service, tmp_path):  # noqa: F811
     svc = service(workload="unbatched_worker")
     port = int(next(ln for ln in svc.lines if ln.startswith("READY")).split()[1])
@@ -185,6 +187,7 @@ def test_unbatched_model_worker_is_service_queueing(service, tmp_path):  # noqa:
     assert "Dynamic batching" in unbatched["suggestions"][0] and "5-10x" in unbatched["suggestions"][0]
 
 
+@pytest.mark.live  # a verdict measured on a live target
 def test_service_starved_by_its_host_is_not_gil_bound(workload, tmp_path):
     proc = workload("crowded_json")
     doc = _attach(proc.pid, tmp_path)
@@ -197,6 +200,7 @@ def test_service_starved_by_its_host_is_not_gil_bound(workload, tmp_path):
     assert all(f["quadrant"] == "secondary" and "waits for a core" in f["summary"] for f in gil)
 
 
+@pytest.mark.live  # a verdict measured on a live target
 def test_idle_service_is_no_load(workload, tmp_path):
     proc = workload("idle")
     doc = _attach(proc.pid, tmp_path)
@@ -256,6 +260,7 @@ def _line_upstream():
         srv.close()
 
 
+@pytest.mark.live  # a verdict measured on a live target
 def test_event_loop_awaiting_a_slow_upstream_is_io(workload, tmp_path):
     with _line_upstream() as upstream:
         proc = workload("async_upstream", upstream)

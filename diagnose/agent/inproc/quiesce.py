@@ -217,7 +217,9 @@ def _stdlib_builtin_call(frame: types.FrameType, lasti: int) -> bool:
     for attr in path[2:]:
         obj = _static_attr(obj, attr)
     if isinstance(obj, types.BuiltinFunctionType):
-        module = getattr(obj, "__module__", None)
+        owner = getattr(obj, "__self__", None)  # a bound method of a C object: its type's module
+        module = getattr(obj, "__module__", None) if owner is None or isinstance(owner, types.ModuleType) \
+            else getattr(type(owner), "__module__", None)
     elif isinstance(obj, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         module = getattr(obj.__objclass__, "__module__", None)
     else:

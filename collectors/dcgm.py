@@ -1,7 +1,7 @@
 """DCGM collector: profiling counters (SM/DRAM/tensor activity) from a dcgm-exporter or nv-hostengine.
 
 ``--dcgm http(s)://HOST:PORT/metrics`` scrapes a dcgm-exporter endpoint once a second with
-urllib and parses it with prometheus_client's text parser (collectors/dcgm_fields.py).
+urllib and parses it with prometheus_client's text parser (catalogs/dcgm_fields.py).
 ``--dcgm dcgm://HOST[:PORT]`` reads the same fields from nv-hostengine through the DCGM Python
 bindings (``DcgmReader``, shipped in /usr/local/dcgm/bindings/python3 with a DCGM install).
 Only fields are read or watched; no GPU setting is changed.
@@ -26,8 +26,8 @@ from typing import Any
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import DCGM, DCGM_RAW
 from diagnose.capture.target import Target
+from diagnose.catalogs.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
-from diagnose.collectors.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
 
 PERIOD_S = 1.0
 TIMEOUT_S = 2.0

@@ -4,7 +4,7 @@
 thread (collectors/http_page.py: no redirects followed, at most MAX_BYTES read within TIMEOUT_S,
 headers included; a page that costs
 more than MAX_CPU_SHARE of a core to read spaces the next scrapes out) and keeps the
-series of the metrics in collectors/serving_fields.py, read with prometheus_client's text parser.
+series of the metrics in catalogs/serving_fields.py, read with prometheus_client's text parser.
 The page is the target's hostile input: a failed or malformed scrape is recorded, never raised into
 the capture; series, buckets and labels are capped.
 
@@ -24,9 +24,9 @@ from typing import Any
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import SERVING, SERVING_RAW
 from diagnose.capture.target import Target
+from diagnose.catalogs.serving_fields import Page, engine_of, read_page
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.http_page import BoundedGet, PageError
-from diagnose.collectors.serving_fields import Page, engine_of, read_page
 
 PERIOD_S = 1.0
 MAX_CPU_SHARE = 0.1  # a scrape that took longer than this share of the period delays the next ones

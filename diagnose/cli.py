@@ -869,7 +869,7 @@ def _scenario_names() -> list[str]:
 @click.option("--duration", type=DURATION, default=15.0, show_default=True,
               help="Capture length in seconds.")
 @click.option("--scenario", type=click.Choice(_scenario_names()), default="service", show_default=True,
-              help="What limits the demo service (see README, \"The demo\").")
+              help="What limits the demo service (see docs/demo.md).")
 @click.option("--qps", type=click.FloatRange(min=0.1, max=MAX_DEMO_QPS), callback=_finite,
               help=f"Offered load (Poisson arrivals/s, at most {MAX_DEMO_QPS:g}); default: the scenario's.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
@@ -901,14 +901,14 @@ def demo(duration: float, scenario: str, qps: float | None, out: Path, no_tui: b
 
 
 def entry() -> None:
-    """The console script: ``run`` with the kernel's own signal actions, as the process's exit code."""
+    """The console script: ``invoke`` with the kernel's own signal actions, as the process's exit code."""
     from diagnose.capture.stop import default_signal_actions
 
     default_signal_actions()  # until a capture or the demo installs its own: 128 + N at once, never "Aborted!"
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(invoke(sys.argv[1:]))
 
 
-def run(args: list[str]) -> int:
+def invoke(args: list[str]) -> int:
     """``diagnose ARGS`` in this process: the exit code, an unexpected exception as code 4, never 1
     (the console script and the tests' in-process runner both call it)."""
     import traceback

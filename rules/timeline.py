@@ -13,7 +13,7 @@ from diagnose.rules.gpu import GPU_BUSY, KERNEL_WINDOW_COVERS, TRAINING_BANDWIDT
 Q, L, S = Quadrant, Layer, Severity
 
 # Most profiled FLOPs run in ops with float32 inputs: their ridge (and peak) is far below the BF16
-# tensor-core one of rules/gpu_specs.py (H100/H200 SXM: 67 TFLOP/s FP32 vs 989 BF16, datasheets).
+# tensor-core one of catalogs/gpu_specs.py (H100/H200 SXM: 67 TFLOP/s FP32 vs 989 BF16, datasheets).
 MOSTLY_FP32 = Condition("kernels.fp32_flops_pct", ">=", 50.0, 40.0)
 
 # The host does feed the GPU late, but during the gaps its busiest thread mostly waited in socket or

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from diagnose.collectors.dcgm_fields import parse_exposition
+from diagnose.catalogs.dcgm_fields import parse_exposition
 from diagnose.collectors.nvml_replay import FORMAT, VERSION
 from helpers import SHARED_DATA
 

@@ -31,18 +31,18 @@ def run_diagnose(*args: str, env: dict | None = None, timeout: float = 120) -> s
 
 
 def run_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The CLI's ``run`` in this process, its standard streams captured (click's test isolation),
+    """The CLI's ``invoke`` in this process, its standard streams captured (click's test isolation),
     the signal handlers it may change put back."""
     import signal
 
     from click.testing import CliRunner
 
-    from diagnose.cli import run
+    from diagnose.cli import invoke
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         with CliRunner().isolation(env=env) as (out, err, _):
-            code = run(list(args))
+            code = invoke(list(args))
             sys.stdout.flush()
             sys.stderr.flush()
             stdout, stderr = out.getvalue(), err.getvalue()

@@ -190,7 +190,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "serving-metrics"
 def recording(variant: str, edit: Callable[[str], str] = lambda text: text) -> tuple[list[dict], dict]:
     """A recording's scrapes as the collector's stream records (each page through ``edit`` first),
     and its index (engine, scrape times, truth)."""
-    from diagnose.collectors.serving_fields import read_page
+    from diagnose.catalogs.serving_fields import read_page
     from diagnose.collectors.serving_metrics import scrape_record
 
     index = json.loads((FIXTURES / f"{variant}.json").read_text())

@@ -6,7 +6,7 @@ from helpers import REPO
 
 ROOT_MODULES = {"__init__.py", "__main__.py", "cli.py", "pipeline.py", "model.py"}
 STAGES = {"capture", "bundle", "signals", "account", "capacity", "compare", "traces", "ranks", "verdict", "render",
-          "export", "tui", "agent", "doctor", "demo"}
+          "export", "tui", "agent", "doctor", "demo", "catalogs"}
 
 
 def test_package_root_holds_only_the_entry_the_pipeline_and_the_model():

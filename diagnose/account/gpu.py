@@ -1,7 +1,7 @@
 """GPU-time account from the kernel timeline: busy by kernel group, idle by cause.
 
 Over the kernel window (HTA's temporal breakdown: first to last GPU event), busy time is split by
-the kernel groups' shares of GPU event time (rules/kernel_catalog.py) after the exposed part of the
+the kernel groups' shares of GPU event time (catalogs/kernels.py) after the exposed part of the
 collectives; idle time is split into kernel-to-kernel gaps shorter than the idle-gap minimum
 (launch overhead), host blocked in synchronisations or blocking copies (at most its share of host
 time), HTA's host wait (the launch came after the GPU went idle; split by what py-spy saw the

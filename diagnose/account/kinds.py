@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.catalogs.frames import Category
 from diagnose.model import STOPPED, Layer, Quadrant
-from diagnose.rules.frame_catalog import Category
 
 Q, L = Quadrant, Layer
 

@@ -1,6 +1,6 @@
 """Request-time account from stage spans: each stage's share of the time requests were open.
 
-Stages come from rules/stage_catalog.py (span names and OpenTelemetry attributes); request time
+Stages come from catalogs/stages.py (span names and OpenTelemetry attributes); request time
 outside every stage span stays not attributed. Pure: reads the signals and the request table.
 """
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.account.kinds import KINDS
+from diagnose.catalogs.stages import STAGES
 from diagnose.model import Account, AccountTerm, Signal
-from diagnose.rules.stage_catalog import STAGES
 
 SRC = "stage spans (OpenTelemetry), share of request time"
 

@@ -22,8 +22,8 @@ from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KIND
 from diagnose.agent.inproc.torchwin import YIELD_S
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS, SPANS, TORCH
+from diagnose.catalogs.frames import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.model import STOPPED, Account, AccountTerm, Layer, Signal
-from diagnose.rules.frame_catalog import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.signals.cpu import (
     KERNEL_TOLERANCE_NS,
     load_sources,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from diagnose.catalogs.dcgm_fields import BY_KEY
 from diagnose.collectors.dcgm import DcgmError, import_bindings, make_source
-from diagnose.collectors.dcgm_fields import BY_KEY
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, now_us
 from diagnose.doctor.host import Check
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from diagnose.bundle.streams import GC
+from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED, Category
+from diagnose.catalogs.kernels import DEFAULT_CATEGORY, KERNEL_CATALOG, KernelGroup
+from diagnose.catalogs.stages import STAGES, Stage
 from diagnose.rules.base import Rule
-from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
-from diagnose.rules.kernel_catalog import DEFAULT_CATEGORY, KERNEL_CATALOG, KernelGroup
-from diagnose.rules.stage_catalog import STAGES, Stage
 
 
 class Worse(str, Enum):
@@ -114,7 +114,7 @@ def _tl(name: str, unit: str, worse: Worse, description: str, keys: tuple[str, .
 
 _CPU: tuple[SignalSpec, ...] = (
     _cpu(f"cpu.category_share_pct[{KEY}]", "%", H,
-         f"{PYSPY}, frames classified by rules/frame_catalog.py: share of non-idle sampled thread-time "
+         f"{PYSPY}, frames classified by catalogs/frames.py: share of non-idle sampled thread-time "
          f"in {KEY}", keys=_CPU_CATEGORIES, worse_by_key=_WORK_CATEGORY),
     _cpu("cpu.idle_share_pct", "%", N, f"{PYSPY}: share of sampled thread-time parked waiting for work"),
     _cpu("stacks.sampled_s", "s", N, f"{PYSPY}: sampled thread-time over all windows"),
@@ -188,9 +188,10 @@ _GPU: tuple[SignalSpec, ...] = (
     _gpu("gpu.nvlink_rx_bytes_per_s", "bytes/s", N,
          "NVLink RX throughput: DCGM NVLINK_RX_BYTES / GPM NVLINK_TOTAL_RX_PER_SEC, summed"),
     _gpu("gpu.count", "GPUs", N, "NVML compute-process lists (else every GPU seen): the target's GPUs"),
-    _gpu("gpu.peak_bf16_flops_per_s", "FLOP/s", N, "rules/gpu_specs.py: dense BF16 peak of the target's GPU model"),
-    _gpu("gpu.peak_mem_bytes_per_s", "bytes/s", N, "rules/gpu_specs.py: memory bandwidth of the target's GPU model"),
-    _gpu("gpu.ridge_flop_per_byte", "FLOP/byte", N, "rules/gpu_specs.py: roofline ridge point, peak FLOP/s / bytes/s"),
+    _gpu("gpu.peak_bf16_flops_per_s", "FLOP/s", N, "catalogs/gpu_specs.py: dense BF16 peak of the target's GPU model"),
+    _gpu("gpu.peak_mem_bytes_per_s", "bytes/s", N, "catalogs/gpu_specs.py: memory bandwidth of the target's GPU model"),
+    _gpu("gpu.ridge_flop_per_byte", "FLOP/byte", N,
+         "catalogs/gpu_specs.py: roofline ridge point, peak FLOP/s / bytes/s"),
     _gpu("gpu.dram_bytes_per_s_est", "bytes/s", N,
          "DRAM activity x the GPU model's peak bandwidth, per GPU (estimate)"),
 )
@@ -220,9 +221,9 @@ _TIMELINE_GPU: tuple[SignalSpec, ...] = (
     _tl("kernels.launch_delay_p99_us", "us", H,
         f"{TORCH}, CUPTI correlation: P99 of launch call start -> kernel start"),
     _tl(f"kernels.group_share_pct[{KEY}]", "%", N,
-        f"{TORCH}: summed GPU event time in the {KEY} group of rules/kernel_catalog.py", keys=_KERNEL_GROUPS),
+        f"{TORCH}: summed GPU event time in the {KEY} group of catalogs/kernels.py", keys=_KERNEL_GROUPS),
     _tl(f"kernels.category_share_pct[{KEY}]", "%", N,
-        f"{TORCH}: summed GPU event time in the {KEY} category of rules/kernel_catalog.py", keys=_KERNEL_CATEGORIES),
+        f"{TORCH}: summed GPU event time in the {KEY} category of catalogs/kernels.py", keys=_KERNEL_CATEGORIES),
     _tl("kernels.fp32_flops_pct", "%", H,
         f"{TORCH} (record_shapes): FLOPs of ops with float32/float64 inputs, of FLOPs of known precision"),
     _tl("kernels.intensity_flop_per_byte", "FLOP/byte", N,
@@ -231,7 +232,7 @@ _TIMELINE_GPU: tuple[SignalSpec, ...] = (
         f"{TORCH} (record_shapes): time of op calls below 1 FLOP/byte (memory-bound on any CPU), of op calls "
         "with FLOPs"),
     _tl("kernels.intensity_to_ridge_ratio", "x", N,
-        f"{TORCH}: arithmetic intensity / roofline ridge of rules/gpu_specs.py (< 1: below the ridge)"),
+        f"{TORCH}: arithmetic intensity / roofline ridge of catalogs/gpu_specs.py (< 1: below the ridge)"),
 )
 
 _TIMELINE_HOST: tuple[SignalSpec, ...] = (
@@ -261,7 +262,7 @@ _SPANS: tuple[SignalSpec, ...] = (
     _tl("spans.in_flight_littles_law", "requests", N,
         f"{SPANS}: in-flight requests by Little's law, QPS x mean latency"),
     _tl(f"spans.stage_share_pct[{KEY}]", "%", N,
-        f"{SPANS}: time the {KEY} stage (rules/stage_catalog.py) was open inside requests / request time",
+        f"{SPANS}: time the {KEY} stage (catalogs/stages.py) was open inside requests / request time",
         keys=STAGES, worse_by_key=((Stage.QUEUE, H),)),
     _tl("spans.tail_gc_overlap_pct", "%", H,
         f"{SPANS} + {GC.name}: share of the slowest 1% of requests overlapping a GC pause"),
@@ -284,16 +285,16 @@ _TIMELINE_JOIN: tuple[SignalSpec, ...] = (
     _tl("join.gap_busy_thread_pct", "%", N,
         f"{_JOIN} GPU (or torch-op) idle gaps: the busiest thread's non-idle share"),
     _tl(f"join.gap_category_share_pct[{KEY}]", "%", N,
-        f"{_JOIN} GPU (or torch-op) idle gaps: share of non-idle thread-time in {KEY} (rules/frame_catalog.py)",
+        f"{_JOIN} GPU (or torch-op) idle gaps: share of non-idle thread-time in {KEY} (catalogs/frames.py)",
         keys=_CPU_CATEGORIES),
     _tl("join.slow_busy_thread_pct", "%", N,
         f"{_JOIN} the slowest 1% of requests (else steps >= P90): the busiest thread's non-idle share"),
     _tl(f"join.slow_category_share_pct[{KEY}]", "%", N,
-        f"{_JOIN} the slowest requests/steps: share of non-idle thread-time in {KEY} (rules/frame_catalog.py)",
+        f"{_JOIN} the slowest requests/steps: share of non-idle thread-time in {KEY} (catalogs/frames.py)",
         keys=_CPU_CATEGORIES),
 )
 
-ENGINE = "serving engine /metrics (vLLM, SGLang, Triton, TGI; collectors/serving_fields.py)"
+ENGINE = "serving engine /metrics (vLLM, SGLang, Triton, TGI; catalogs/serving_fields.py)"
 _QUANT = "bucket-interpolated from the histogram's increase over the capture window"
 _LATENCY_NAMES = {"ttft": "TTFT (request arrival to first output token)",
                   "itl": "ITL (gap between consecutive output tokens of a request)",

@@ -9,8 +9,8 @@ from typing import Any
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, THREADS
+from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED, Category
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
-from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED, Category
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.process import ProcessSummary, process_signals, summarize

@@ -16,8 +16,8 @@ from statistics import median
 from typing import Any
 
 from diagnose.bundle import Bundle, BundleError
+from diagnose.catalogs.gpu_specs import GPU_SPECS, OVERRIDE_FILE, SpecError, find_spec, parse_overrides
 from diagnose.model import Signal, missing
-from diagnose.rules.gpu_specs import GPU_SPECS, OVERRIDE_FILE, SpecError, find_spec, parse_overrides
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.gpu_dcgm import DcgmData, dcgm_gpus, dcgm_metrics, mig_table, read_dcgm
 from diagnose.signals.gpu_series import (
@@ -189,12 +189,12 @@ def roofline(bundle: Bundle, scope: Scope, dram: Signal | None) -> dict[str, Sig
     try:
         specs = (parse_overrides(bundle.read_json(OVERRIDE_FILE)) if bundle.has(OVERRIDE_FILE) else ()) + GPU_SPECS
     except (SpecError, BundleError) as exc:
-        return {n: missing(n, u, "rules/gpu_specs.py", str(exc)) for n, u in zip(names, units)}
+        return {n: missing(n, u, "catalogs/gpu_specs.py", str(exc)) for n, u in zip(names, units)}
     spec = find_spec(model, specs)
     if spec is None:
         why = f"no roofline data for {model!r}: add a row to {OVERRIDE_FILE} in the bundle"
-        return {n: missing(n, u, "rules/gpu_specs.py", why) for n, u in zip(names, units)}
-    src = f"rules/gpu_specs.py {spec.model}: {spec.source}"
+        return {n: missing(n, u, "catalogs/gpu_specs.py", why) for n, u in zip(names, units)}
+    src = f"catalogs/gpu_specs.py {spec.model}: {spec.source}"
     out = {names[0]: Signal(names[0], spec.dense_bf16_flops_per_s, units[0], src),
            names[1]: Signal(names[1], spec.mem_bytes_per_s, units[1], src),
            names[2]: Signal(names[2], spec.ridge_flop_per_byte, units[2], src + "; peak FLOP/s / bytes/s")}

@@ -12,7 +12,7 @@ from typing import Any
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import DCGM
-from diagnose.collectors.dcgm_fields import BY_KEY
+from diagnose.catalogs.dcgm_fields import BY_KEY
 from diagnose.signals.gpu_series import Metric, numbers, time_weighted_mean
 
 # DCGM record key -> metric key (shared vocabulary of gpu_series.py)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.frame_catalog import PARKED
+from diagnose.catalogs.frames import PARKED
 from diagnose.signals.spans.analytics import Span, stage_of
 from diagnose.signals.stacks import Frame
 from diagnose.traces.intervals import merge, overlap_each

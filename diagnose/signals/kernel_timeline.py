@@ -124,7 +124,7 @@ def kernel_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]
     for group in ("compute", "memory", "communication"):
         n = f"kernels.group_share_pct[{group}]"
         v = float(sum(r.tables["kernel_categories"]["groups"][group]["time_ns"] for r in gpu))
-        out[n] = Signal(n, 100.0 * v / total, "%", SRC + ", summed GPU event time by rules/kernel_catalog.py group")
+        out[n] = Signal(n, 100.0 * v / total, "%", SRC + ", summed GPU event time by catalogs/kernels.py group")
     cats: dict[str, float] = {}
     for r in gpu:
         for row in r.tables["kernel_categories"]["categories"]:
@@ -222,9 +222,9 @@ def _roofline_signals(reports: list[TraceReport]) -> dict[str, Signal]:
                         "with FLOPs (GPU kernel time where linked, else host op time)")
     ridge = next((r["ridge_flop_per_byte"] for r in roof if r["ridge_flop_per_byte"]), None)
     devices = sorted({d for r in reports for d in r.meta.devices})
-    out[m] = (Signal(m, flops / nbytes / ridge, "x", SRC + " intensity / rules/gpu_specs.py ridge") if ridge
+    out[m] = (Signal(m, flops / nbytes / ridge, "x", SRC + " intensity / catalogs/gpu_specs.py ridge") if ridge
               else missing(m, "x", SRC, f"no roofline peak for device {devices[0] if devices else '(none: CPU trace)'} "
-                                        "in rules/gpu_specs.py"))
+                                        "in catalogs/gpu_specs.py"))
     return out
 
 

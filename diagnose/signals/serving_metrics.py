@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.collectors.serving_fields import INF, METRICS, TABLE, Combine, Engine, Kind, ServingMetric
+from diagnose.catalogs.serving_fields import INF, METRICS, TABLE, Combine, Engine, Kind, ServingMetric
 
 QUANTILES = (0.5, 0.99)
 # The probe's scrape comes a little before the source record; anything much earlier is not this capture's.
@@ -219,7 +219,7 @@ def _counter(m: ServingMetric, scrapes: list[Scrape], window_s: float) -> RateSt
 
 
 def _bound(v: Any) -> float | None:
-    """A bucket's upper bound: a number, or "+Inf" (collectors/serving_fields.py INF)."""
+    """A bucket's upper bound: a number, or "+Inf" (catalogs/serving_fields.py INF)."""
     if v == INF:
         return float("inf")
     return _num(v)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from diagnose.rules.frame_catalog import FRAME_CATALOG, PARKED, Category, FramePattern
+from diagnose.catalogs.frames import FRAME_CATALOG, PARKED, Category, FramePattern
 
 _THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]{1,16}|\d{1,19})\):?\s*(.*)$")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from diagnose.bundle.counters import cpu_since, thread_cpu_s
-from diagnose.rules.frame_catalog import WAIT_CHANNELS
+from diagnose.catalogs.frames import WAIT_CHANNELS
 
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle

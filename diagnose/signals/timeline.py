@@ -14,10 +14,10 @@ import numpy as np
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import GC, SPANS, TORCH
+from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED
 from diagnose.model import Signal, missing
 from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
-from diagnose.rules.frame_catalog import ALL_CATEGORIES, PARKED
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, window_origin_ns
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join

@@ -17,7 +17,7 @@ from typing import Any
 
 from diagnose.bundle import Bundle, BundleError
 from diagnose.bundle.streams import TORCH, TORCH_TRACES
-from diagnose.rules.gpu_specs import (
+from diagnose.catalogs.gpu_specs import (
     GPU_SPECS,
     OVERRIDE_FILE,
     Fingerprint,

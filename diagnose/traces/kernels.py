@@ -1,4 +1,4 @@
-"""What the GPU ran: time per kernel category (rules/kernel_catalog.py), top kernels, memcpy traffic."""
+"""What the GPU ran: time per kernel category (catalogs/kernels.py), top kernels, memcpy traffic."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.kernel_catalog import MEMCPY_DIRECTION, MEMCPY_PAGEABLE, MEMCPY_PINNED, KernelGroup
+from diagnose.catalogs.kernels import MEMCPY_DIRECTION, MEMCPY_PAGEABLE, MEMCPY_PINNED, KernelGroup
 from diagnose.traces.schema import CAT_MEMCPY, CAT_SYNC
 from diagnose.traces.view import CATEGORIES, GROUP_OF, TraceView
 

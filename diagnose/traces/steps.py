@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.kernel_catalog import DATALOADER, TRAINING_OPS
+from diagnose.catalogs.kernels import DATALOADER, TRAINING_OPS
 from diagnose.traces.intervals import merge, overlap_each
 from diagnose.traces.view import TraceView, steps
 
@@ -16,7 +16,7 @@ _TRAINING_RX = re.compile(TRAINING_OPS)
 
 
 def training_ops_pct(view: TraceView, host_span_ns: int | None) -> float | None:
-    """Share (%) of the profiled host time inside backward or optimizer ops (rules/kernel_catalog.py
+    """Share (%) of the profiled host time inside backward or optimizer ops (catalogs/kernels.py
     TRAINING_OPS), overlaps counted once; None without host events."""
     if not host_span_ns:
         return None

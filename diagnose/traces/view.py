@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from diagnose.rules.kernel_catalog import (
+from diagnose.catalogs.kernels import (
     DEFAULT_CATEGORY,
     KERNEL_CATALOG,
     LAUNCH_CALLS,

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from diagnose.bundle import Bundle
+from diagnose.catalogs.dcgm_fields import BLANK_REASON, parse_exposition
 from diagnose.collectors.dcgm import DcgmCollector, parse_dcgm_target
-from diagnose.collectors.dcgm_fields import BLANK_REASON, parse_exposition
 from diagnose.collectors.process import ProcessCollector
 from diagnose.model import Report
 from diagnose.render import render

@@ -13,14 +13,14 @@ import pytest
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import SERVING, SERVING_RAW
-from diagnose.collectors import serving_metrics as sm_mod
-from diagnose.collectors.serving_fields import (
+from diagnose.catalogs.serving_fields import (
     MAX_BUCKETS,
     MAX_GARBAGE,
     MAX_PARSED_LINES,
     MAX_SERIES_PER_METRIC,
     read_page,
 )
+from diagnose.collectors import serving_metrics as sm_mod
 from diagnose.collectors.serving_metrics import MetricsPage, ScrapeError, ServingMetricsCollector, parse_metrics_url
 from diagnose.model import Report
 from diagnose.render import render

@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from diagnose.bundle import Bundle, CollectorState
-from diagnose.cli import EXIT_USAGE, main
-from diagnose.collectors.base import ThreadedCollector
-from diagnose.collectors.serving_fields import (
+from diagnose.catalogs.serving_fields import (
     MAX_PARSE_LABELS,
     MAX_PARSE_LINE_CHARS,
     MAX_SERIES_PER_METRIC,
     read_page,
 )
+from diagnose.cli import EXIT_USAGE, main
+from diagnose.collectors.base import ThreadedCollector
 from diagnose.collectors.serving_metrics import ServingMetricsCollector, parse_metrics_url
 from gpu_replay import capture
 

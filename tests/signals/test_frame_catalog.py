@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from diagnose.rules.frame_catalog import Category
+from diagnose.catalogs.frames import Category
 from diagnose.signals.stacks import Frame, classify, segments_from_chrometrace
 from helpers import REPO
 
@@ -49,7 +49,7 @@ def test_torch_frames_are_framework_compute():
 
 
 def test_kernel_reading_decides_what_an_io_frame_means():
-    from diagnose.rules.frame_catalog import Category as C
+    from diagnose.catalogs.frames import Category as C
     from diagnose.signals.cpu import resolve_io
     from diagnose.signals.threads import Reading
 

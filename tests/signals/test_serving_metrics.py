@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.collectors.serving_fields import Engine, read_page
+from diagnose.catalogs.serving_fields import Engine, read_page
 from diagnose.collectors.serving_metrics import scrape_record
 from diagnose.signals.serving import _signals, queue_share
 from diagnose.signals.serving_metrics import bucket_quantile, counter_increase, serving_metrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from diagnose.rules.kernel_catalog import KERNEL_CATALOG
+from diagnose.catalogs.kernels import KERNEL_CATALOG
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.timeline import device_peak
 from diagnose.traces.reader import read_trace

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from diagnose.bundle import Bundle
-from diagnose.collectors.dcgm_fields import parse_exposition
-from diagnose.rules.gpu_specs import GPU_SPECS, Fingerprint, SpecError, find_spec, parse_overrides
+from diagnose.catalogs.dcgm_fields import parse_exposition
+from diagnose.catalogs.gpu_specs import GPU_SPECS, Fingerprint, SpecError, find_spec, parse_overrides
 from diagnose.verdict.analyze import analyze
 from gpu_replay import DCGM, DCGM_FILES, need, smi_phase
 from helpers import REPO

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.bundle import Bundle
-from diagnose.rules.gpu_specs import GPU_SPECS, SpecError, find_spec, parse_overrides
+from diagnose.catalogs.gpu_specs import GPU_SPECS, SpecError, find_spec, parse_overrides
 from diagnose.traces.flops import op_flops_bytes
 from diagnose.verdict.analyze import analyze
 from helpers import run_diagnose

@@ -3,7 +3,7 @@
 Input is the SPANS stream's records (diagnose/bundle/streams.py SpanRecord; written by the in-process agent, the
 OTLP receiver or the importer). A *request* is a root span: no parent, or a parent that is not in
 the capture (its caller lives in another process). Latency percentiles use numpy's linear
-interpolation. Stage shares are the time each stage (rules/stage_catalog.py) was open inside the
+interpolation. Stage shares are the time each stage (catalogs/stages.py) was open inside the
 requests, over the requests' total time: ``sum_requests(stage time) / sum_requests(latency)``.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.stage_catalog import STAGE_CATALOG, STAGES
+from diagnose.catalogs.stages import STAGE_CATALOG, STAGES
 from diagnose.signals.spans.lifetime import RULE, lifetime_mask
 from diagnose.traces.intervals import merge
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.stage_catalog import (
+from diagnose.catalogs.stages import (
     FIRST_TOKEN_EVENT,
     OUTPUT_TOKEN_ATTRIBUTES,
     TPOT_ATTRIBUTES,

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.bundle.streams import GC
+from diagnose.catalogs.stages import STAGES
 from diagnose.model import Signal, missing
-from diagnose.rules.stage_catalog import STAGES
 
 SRC = "spans (OpenTelemetry, root span = request)"
 NO_SPANS = ("no stage spans in this capture: start the service under `diagnose run` (agent) or "
@@ -49,7 +49,7 @@ def request_signals(summary: dict[str, Any], tail: dict[str, Any], reason: str) 
             out[n] = missing(n, unit, SRC, why)
     for st in STAGES:
         n = f"spans.stage_share_pct[{st}]"
-        out[n] = Signal(n, summary["stage_share_pct"][st], "%", SRC + ", stage spans (rules/stage_catalog.py) "
+        out[n] = Signal(n, summary["stage_share_pct"][st], "%", SRC + ", stage spans (catalogs/stages.py) "
                         "inside requests / request time")
     if tail.get("gc_overlap_pct") is not None:
         out["spans.tail_gc_overlap_pct"] = Signal("spans.tail_gc_overlap_pct", tail["gc_overlap_pct"], "%",

@@ -1,7 +1,7 @@
 """Tail analysis: what the slowest 1% of requests have in common (pure).
 
 Compared with all requests: the stage whose share grows most in the tail, the numeric request
-attribute (rules/stage_catalog.py SIZE_ATTRIBUTES) whose median grows most, and how many tail
+attribute (catalogs/stages.py SIZE_ATTRIBUTES) whose median grows most, and how many tail
 requests overlap a garbage-collection pause (the GC stream: start_ns/end_ns/generation).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.rules.stage_catalog import SIZE_ATTRIBUTES, STAGES
+from diagnose.catalogs.stages import SIZE_ATTRIBUTES, STAGES
 from diagnose.signals.spans.analytics import Request
 from diagnose.traces.intervals import merge, overlap_each
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import GC, SPANS, TORCH, TORCH_TRACES
-from diagnose.capture.target import Target
-from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
+from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe, target_alive
+from diagnose.model import Target
 
 STREAMS = [s.name for s in (SPANS, GC, TORCH, TORCH_TRACES)]
 # The agent ends by itself this long after the capture should have stopped it (a killed attach).
@@ -85,12 +85,12 @@ class AgentCollector(Collector):
             from diagnose.agent.host.inject import InjectError, inject
 
             try:
-                self._handle = inject(target.pid, target.uid, target.alive)
+                self._handle = inject(target.pid, target.uid, lambda: target_alive(target))
             except InjectError as exc:
                 raise CollectorError(str(exc)) from None
         self._bundle_dir = bundle.path
         self._uid = target.uid
-        self._alive = target.alive
+        self._alive = lambda: target_alive(target)
         out_dir = str(bundle.path)
         if target.uid != os.geteuid():  # the agent cannot write our 0700 bundle: a directory we make, handed over
             from diagnose.collectors.agent_staging import StagingRefused, create_staging

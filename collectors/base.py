@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
-from diagnose.capture.target import Target
+from diagnose.model import Target
 
 
 class CollectorError(Exception):
@@ -46,6 +46,27 @@ class CaptureOptions:
 class Probe:
     available: bool
     reason: str | None = None
+
+
+def target_alive(target: Target) -> bool:
+    """True while the same process (pid and start time) still runs and is not a zombie."""
+    import psutil
+
+    try:
+        p = psutil.Process(target.pid)
+        return bool(p.create_time() == target.create_time and p.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def target_threads(target: Target) -> int:
+    """The target's threads now (1 when it cannot be read): the overhead budget's first plan."""
+    import psutil
+
+    try:
+        return int(psutil.Process(target.pid).num_threads())
+    except psutil.Error:
+        return 1
 
 
 class Collector(ABC):

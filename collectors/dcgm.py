@@ -25,9 +25,9 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import DCGM, DCGM_RAW
-from diagnose.capture.target import Target
 from diagnose.catalogs.dcgm_fields import FIELDS, new_entity, parse_exposition, put_value
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
+from diagnose.model import Target
 
 PERIOD_S = 1.0
 TIMEOUT_S = 2.0

@@ -18,9 +18,9 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import GPM
-from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, nvml_reason
+from diagnose.model import Target
 
 GPM_PERIOD_S = 0.5  # GPM needs > 100 ms between samples; 2 Hz keeps the overhead negligible
 MIB = 1 << 20

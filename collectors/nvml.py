@@ -29,9 +29,9 @@ import psutil
 
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import NVML
-from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, now_us
+from diagnose.model import Target
 
 TARGET_EVERY_S = 1.0
 CLOCK_NOTE = ("t_ns: time.time_ns() when the poll returned; samples and process_samples carry "

@@ -35,7 +35,6 @@ from typing import Any
 from diagnose.agent.inproc.records import SpanCounts
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import SPANS
-from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, Collector, CollectorError, Probe
 from diagnose.collectors.otlp_intake import (
     ByteBudget,
@@ -48,6 +47,7 @@ from diagnose.collectors.otlp_intake import (
     read_body,
 )
 from diagnose.collectors.otlp_worker import Decoded, Decoder, DecoderDown, Undecodable
+from diagnose.model import Target
 
 DEFAULT_HOST = "127.0.0.1"
 TRACES_PATH = "/v1/traces"

@@ -23,8 +23,8 @@ import psutil
 
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import PROCESS, THREADS
-from diagnose.capture.target import Target
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
+from diagnose.model import Target
 
 GAP_PERIODS = 3.0  # a reading missing this many intervals is a gap (as diagnose/signals/process_gaps.py)
 

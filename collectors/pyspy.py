@@ -31,9 +31,9 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS
-from diagnose.capture.target import Target
-from diagnose.collectors.base import CaptureOptions, Collector, Probe
+from diagnose.collectors.base import CaptureOptions, Collector, Probe, target_alive
 from diagnose.collectors.source_lines import Credentials, read_source
+from diagnose.model import Target
 
 ENV_BINARY = "DIAGNOSE_PY_SPY"
 _COUNTS = re.compile(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)")
@@ -136,7 +136,7 @@ class PySpyCollector(Collector):
             output = res.stderr + res.stdout
             if not _transient(output):
                 break
-        return Probe(False, classify_failure(output, target.alive()))
+        return Probe(False, classify_failure(output, target_alive(target)))
 
     def start(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self._target, self._options, self._bundle = target, options, bundle
@@ -194,7 +194,7 @@ class PySpyCollector(Collector):
         try:
             while not self._stop.is_set() and self._failure is None:
                 remaining = self._deadline - time.monotonic()
-                if remaining < 0.5 or not self._target.alive():
+                if remaining < 0.5 or not target_alive(self._target):
                     break
                 error = self._record_window(min(self._options.pyspy_window_s, remaining))
                 failed = failed + 1 if error else 0
@@ -229,7 +229,7 @@ class PySpyCollector(Collector):
         self._errors += errors
         if not out.is_file():
             self._windows -= 1
-            if self._target.alive() and not self._stop.is_set():
+            if target_alive(self._target) and not self._stop.is_set():
                 return classify_failure(output or "", True)
             return None
         os.chmod(out, 0o600)

@@ -23,10 +23,10 @@ from typing import Any
 
 from diagnose.bundle import BundleWriter, write_private_text
 from diagnose.bundle.streams import SERVING, SERVING_RAW
-from diagnose.capture.target import Target
 from diagnose.catalogs.serving_fields import Page, engine_of, read_page
 from diagnose.collectors.base import CaptureOptions, CollectorError, Probe, ThreadedCollector
 from diagnose.collectors.http_page import BoundedGet, PageError
+from diagnose.model import Target
 
 PERIOD_S = 1.0
 MAX_CPU_SHARE = 0.1  # a scrape that took longer than this share of the period delays the next ones

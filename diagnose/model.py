@@ -315,3 +315,30 @@ class Report:
     @property
     def verdict(self) -> Verdict:
         return self.analysis.verdict
+
+
+@dataclass(frozen=True)
+class Target:
+    """The process being diagnosed, as the manifest records it (resolved from /proc by
+    diagnose.capture.target.resolve_target; whether it still runs: diagnose.collectors.base.target_alive)."""
+
+    pid: int
+    name: str
+    exe: str
+    cmdline: tuple[str, ...]
+    username: str
+    uid: int
+    create_time: float
+    host: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "name": self.name,
+            "exe": self.exe,
+            "cmdline": list(self.cmdline),
+            "user": self.username,
+            "uid": self.uid,
+            "create_time": self.create_time,
+            "host": self.host,
+        }

@@ -19,8 +19,9 @@ from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manif
 from diagnose.capture.budget import PERIOD_S, OverheadBudget
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
 from diagnose.capture.cost import CostMeter, host_facts
-from diagnose.capture.target import Target
 from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
+from diagnose.collectors.base import target_alive, target_threads
+from diagnose.model import Target
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Capture:
         collectors = self.collectors or tuple(c() for c in COLLECTORS)
         meter = CostMeter()
         self.budget = OverheadBudget.plan(self.options.overhead_budget_pct, self.options.rate_hz,
-                                          self.options.process_hz, self.target.thread_count())
+                                          self.options.process_hz, target_threads(self.target))
         for c in collectors:
             c.adjust(self.budget.rates)
         started_ns = self.clock.time_ns()
@@ -147,7 +148,7 @@ class Capture:
                 return getattr(stop, "reason", None) or "interrupted"
             if now >= deadline:
                 return "duration reached"
-            if not self.target.alive():
+            if not target_alive(self.target):
                 return "target exited"
             if not running:
                 return "no collector could start"

@@ -1,61 +1,20 @@
-"""The process being diagnosed: identification and liveness (its attach lock: attach_lock.py)."""
+"""The process being diagnosed: resolved from /proc (the Target record: diagnose/model.py; its attach
+lock: attach_lock.py)."""
 from __future__ import annotations
 
 import os
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from diagnose.model import Target
 
 T = TypeVar("T")
 
 
 class TargetError(Exception):
     """The target cannot be captured (no such pid, already attached). One line, exit code 2."""
-
-
-@dataclass(frozen=True)
-class Target:
-    pid: int
-    name: str
-    exe: str
-    cmdline: tuple[str, ...]
-    username: str
-    uid: int
-    create_time: float
-    host: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "name": self.name,
-            "exe": self.exe,
-            "cmdline": list(self.cmdline),
-            "user": self.username,
-            "uid": self.uid,
-            "create_time": self.create_time,
-            "host": self.host,
-        }
-
-    def thread_count(self) -> int:
-        """The target's threads now (1 when it cannot be read): the overhead budget's first plan."""
-        import psutil
-
-        try:
-            return int(psutil.Process(self.pid).num_threads())
-        except psutil.Error:
-            return 1
-
-    def alive(self) -> bool:
-        """True while the same process (pid and start time) still runs and is not a zombie."""
-        import psutil  # lazy: the in-process agent imports this module in targets without psutil
-
-        try:
-            p = psutil.Process(self.pid)
-            return bool(p.create_time() == self.create_time and p.status() != psutil.STATUS_ZOMBIE)
-        except psutil.Error:
-            return False
 
 
 def resolve_target(pid: int) -> Target:

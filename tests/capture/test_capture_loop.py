@@ -20,8 +20,9 @@ from diagnose.bundle import CollectorState, CollectorStatus
 from diagnose.capture.clock import FAKE_EPOCH_NS, FakeClock
 from diagnose.capture.session import Capture, Progress
 from diagnose.capture.stop import StopFlag
-from diagnose.capture.target import Target, resolve_target
+from diagnose.capture.target import resolve_target
 from diagnose.collectors import CaptureOptions, Collector, Probe
+from diagnose.model import Target
 
 AVAILABLE = Probe(True)
 

@@ -10,7 +10,7 @@ Two locks, held together for the whole capture:
   ``/proc``. A holder of our uid or root is a capture: refused. Anyone else (the target's own uid
   included, when we are root: a hostile target must not be able to stop its own diagnosis) is a
   squatter: one warning line naming its pid and uid, and the capture goes on under the second lock;
-- a ``flock`` on ``attach-<pid>.lock`` in our private runtime directory (diagnose.capture.rundir),
+- a ``flock`` on ``attach-<pid>.lock`` in our private runtime directory (diagnose.agent.inproc.rundir),
   which no other user can create, open or lock.
 
 Trade-off, documented: while the socket name is squatted, root and the target's owner attaching the
@@ -174,7 +174,7 @@ class _FileLockUnavailable(Exception):
 def _take_file(pid: int) -> tuple[int, Path]:
     """flock ``attach-<pid>.lock`` in our runtime directory. Raises TargetError when another
     capture of ours holds it, _FileLockUnavailable when the directory cannot be used."""
-    from diagnose.capture.rundir import RuntimeDirError, runtime_dir
+    from diagnose.agent.inproc.rundir import RuntimeDirError, runtime_dir
 
     try:
         path = runtime_dir() / f"attach-{pid}.lock"

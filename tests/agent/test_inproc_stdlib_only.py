@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent('''
     import diagnose.agent.inproc
     import diagnose.bundle
 
-    names = ["diagnose.agent", "diagnose.capture.target"]  # runtime.py imports the latter lazily
+    names = ["diagnose.agent"]
     for pkg in (diagnose.agent.inproc, diagnose.bundle):
         names += [pkg.__name__ + "." + m.name for m in pkgutil.iter_modules(pkg.__path__)
                   if m.name != "importers"]  # host-side: the agent never imports the importers

@@ -175,7 +175,7 @@ def test_planted_symlink_is_never_written_through(tmp_path):
 
 
 def test_runtime_dir_symlink_is_refused(tmp_path, monkeypatch):
-    from diagnose.capture.rundir import RuntimeDirError, runtime_dir
+    from diagnose.agent.inproc.rundir import RuntimeDirError, runtime_dir
 
     target = tmp_path / "elsewhere"
     target.mkdir(mode=0o755)
@@ -184,7 +184,7 @@ def test_runtime_dir_symlink_is_refused(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)
-    from diagnose.capture import rundir
+    from diagnose.agent.inproc import rundir
 
     monkeypatch.setattr(rundir, "ROOT_PARENT", tmp_path / "no-run")  # root too: the <tmp> scheme
     (tmp_path / f"diagnose-{os.getuid()}").symlink_to(target)

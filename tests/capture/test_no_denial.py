@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.capture import rundir
+from diagnose.agent.inproc import rundir
 from diagnose.capture.attach_lock import AttachLock, socket_name
 from diagnose.capture.target import TargetError
 from helpers import NOBODY, AsUid

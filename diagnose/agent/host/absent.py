@@ -3,14 +3,14 @@ started with the agent enabled whose runtime directory another user squatted.
 
 Everything read here comes from the target (``/proc/<pid>/environ``, ``/proc/<pid>/exe``,
 ``/proc/<pid>/maps``) and is bounded; the runtime directory it would use is judged by owner with
-``lstat`` (diagnose.capture.rundir), never followed.
+``lstat`` (diagnose.agent.inproc.rundir), never followed.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from diagnose.capture.rundir import choose, squatted
+from diagnose.agent.inproc.rundir import choose, squatted
 
 # diagnose.agent.inproc.runtime's names (not imported from there: that module loads the agent)
 ENV_AGENT = "DIAGNOSE_AGENT"

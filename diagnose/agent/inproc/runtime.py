@@ -49,7 +49,7 @@ def _dist_version(name: str) -> str | None:
 
 class Agent:
     def __init__(self, options: AgentOptions):
-        from diagnose.capture.rundir import RuntimeDirError, runtime_dir
+        from diagnose.agent.inproc.rundir import RuntimeDirError, runtime_dir
 
         self.options = options
         self.nvtx_reason: str | None = None

@@ -1,6 +1,6 @@
 """The agent's control socket: a Unix stream socket named by pid in the per-user runtime directory.
 
-Security: the directory is 0700 and the socket 0600 (diagnose.capture.rundir), and every
+Security: the directory is 0700 and the socket 0600 (diagnose.agent.inproc.rundir), and every
 connection is checked with SO_PEERCRED: only the target's own uid or root is served, anyone else
 gets a ``forbidden`` reply. There is no TCP listener. Idle cost: one thread blocked in accept().
 

@@ -24,16 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.capture.target import TargetError
-
 ROOT_PARENT = Path("/run")  # root's parent directory (tests point it elsewhere)
 NAME = "diagnose"
 TMP_VARS = ("TMPDIR", "TEMP", "TMP")  # what tempfile.gettempdir() reads, in its order
 FIX = "remove it (after checking what it is) or set XDG_RUNTIME_DIR to a private directory"
 
 
-class RuntimeDirError(TargetError):
-    """The runtime directory cannot be used (squatted, not creatable). One line, exit code 2."""
+class RuntimeDirError(Exception):
+    """The runtime directory cannot be used (squatted, not creatable). One line: the agent refuses to
+    start (AgentError), the attach lock falls back to its socket alone (capture/attach_lock.py)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,8 @@ def choose(uid: int, env: Mapping[str, str], tmp: str | None = None) -> RuntimeD
 
 
 def runtime_dir() -> Path:
-    """This process's runtime directory, created 0700 if absent. Raises RuntimeDirError (a
-    TargetError) when it is squatted or cannot be created."""
+    """This process's runtime directory, created 0700 if absent. Raises RuntimeDirError when
+    it is squatted or cannot be created."""
     return ensure(choose(os.getuid(), os.environ, tempfile.gettempdir()))
 
 

@@ -772,9 +772,9 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
     """Compare two captures: verdicts, quadrant shares, key metrics with deltas marked significant
     only beyond the run-to-run noise the bundles show, findings that appeared or disappeared."""
     from diagnose.compare.diff import compare as make_comparison
+    from diagnose.compare.document import comparison_json, comparison_markdown
     from diagnose.compare.gate import GateError, evaluate, parse_fail_on
     from diagnose.compare.perf_file import PerfFileError, read_state, record, render, service_name
-    from diagnose.render.comparison import comparison_json, comparison_markdown
 
     try:
         conditions = parse_fail_on(fail_on) if fail_on is not None else ()

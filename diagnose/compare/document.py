@@ -1,4 +1,4 @@
-"""A Comparison (diagnose/compare/diff.py) as Markdown (GFM-escaped, ticket-sized) or JSON, with the
+"""A Comparison (diff.py) as Markdown (GFM-escaped, ticket-sized) or JSON, with the
 gate's results when ``--fail-on`` was given. Pure."""
 from __future__ import annotations
 

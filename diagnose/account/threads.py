@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from diagnose.account.kinds import CATEGORY_KIND, GIL_HOLDING, GIL_WAITERS, KINDS, ON_CPU, UNBATCHED, TermKind
 from diagnose.agent.inproc.torchwin import YIELD_S
 from diagnose.bundle import Bundle
+from diagnose.bundle.records import PyspyWindowRecord
 from diagnose.bundle.streams import PROCESS, SPANS, TORCH
 from diagnose.catalogs.frames import SYNC_INTERNALS, WORK_LOOPS, Category
 from diagnose.model import STOPPED, Account, AccountTerm, Layer, Signal
@@ -30,7 +31,6 @@ from diagnose.signals.cpu import (
     pyspy_windows,
     resolve_io,
     stack_category,
-    window_origin_ns,
 )
 from diagnose.signals.process import accepted_connections
 from diagnose.signals.spans.analytics import parse_spans
@@ -198,9 +198,9 @@ def _core_wait(usage: dict[int, ThreadUsage]) -> dict[int, float]:
     return out
 
 
-def _window_end(record: dict, origin: int) -> int | None:
-    last = record.get("last_ts_us")
-    return origin + int(last * 1000) if isinstance(last, (int, float)) and 0 < last < 2**40 else None
+def _window_end(record: PyspyWindowRecord, origin: int) -> int | None:
+    last = record.last_ts_us
+    return origin + int(last * 1000) if last is not None and 0 < last < 2**40 else None
 
 
 def _agent_ran(bundle: Bundle) -> bool:
@@ -260,13 +260,13 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
     seen_files: set[str] = set()
     out = []
     for w in windows:
-        origin = window_origin_ns(w.record)
+        origin = w.record.origin
         if w.segments is None:
             continue
         if origin is None:
             dropped["windows_without_origin"] += 1
             continue
-        f = str(w.record.get("file"))
+        f = str(w.record.file)
         if f in seen_files:  # one window indexed twice would count its thread-time twice
             dropped["duplicate_windows"] += 1
             continue
@@ -283,7 +283,7 @@ def _pieces(bundle: Bundle) -> tuple[list[_Piece], dict[str, int]]:
                 continue
             reading = kernel.at(seg.tid, (lo + hi) // 2, KERNEL_TOLERANCE_NS)
             # a frozen stack is not what it shows (in blocking mode py-spy's own ptrace stops read "t")
-            if reading is not None and reading.cls == STOPPED and not w.record.get("blocking"):
+            if reading is not None and reading.cls == STOPPED and not w.record.blocking:
                 out.append(_Piece(seg.tid, lo, hi, STOPPED))
                 continue
             cat = resolve_io(stack_category(bundle, seg.frames, sources), reading)
@@ -329,13 +329,13 @@ def _profiler_holds(bundle: Bundle) -> list[tuple[int, int]]:
     from its index records: ``stopping_ns`` to ``end_ns``, then the export's wall time after its
     YIELD_S pause). The target's threads were held by the observer then, not by the service."""
     out = []
-    for w in bundle.stream(TORCH):
-        stop, end = w.get("stopping_ns"), w.get("end_ns")
-        if type(stop) is not int or type(end) is not int or not 0 < stop <= end < stop + MAX_SEGMENT_NS:
+    for w in bundle.typed(TORCH):
+        stop, end = w.stopping_ns, w.end_ns
+        if stop is None or end is None or not 0 < stop <= end < stop + MAX_SEGMENT_NS:
             continue
         out.append((stop, end))
-        export = w.get("export_wall_s")
-        if isinstance(export, (int, float)) and 0 < export < 3600:
+        export = w.export_wall_s
+        if export is not None and 0 < export < 3600:
             lo = end + int(YIELD_S * 1e9)
             out.append((lo, lo + int(export * 1e9)))
     return sorted(out)

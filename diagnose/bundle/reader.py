@@ -138,6 +138,35 @@ class Bundle:
 
         return self.derived(("stream", spec.name), parse)
 
+    def typed(self, spec: StreamSpec) -> tuple[Any, ...]:
+        """The records of JSON Lines stream ``spec`` decoded into its type (diagnose/bundle/records.py),
+        in file order, computed once; a line that is not JSON counts in ``torn_lines``, a record
+        of the wrong shape in ``invalid_records``; an absent stream is empty."""
+        if spec.kind is not StreamKind.JSONL or not isinstance(spec.record, str):
+            raise ValueError(f"{spec.name} is not a typed JSON Lines stream")
+        return self.derived(("typed", spec.name), lambda: self._decode_typed(spec))
+
+    def _decode_typed(self, spec: StreamSpec) -> tuple[Any, ...]:
+        import msgspec
+
+        from diagnose.bundle.records import decoder
+
+        decode = decoder(spec.record).decode
+        lines, torn = self._lines(spec.name)
+        out, invalid = [], 0
+        for line in lines:
+            try:
+                out.append(decode(line))
+            except msgspec.ValidationError:
+                invalid += 1
+            except msgspec.DecodeError:
+                torn += 1
+        if invalid:
+            self.invalid_records[spec.name] = invalid
+        if torn:
+            self.torn_lines[spec.name] = torn
+        return tuple(out)
+
     def records(self, name: str) -> Iterator[dict[str, Any]]:
         """The decoded records (JSON objects) of JSON Lines member ``name``, read once per bundle;
         an absent stream yields nothing."""
@@ -153,27 +182,36 @@ class Bundle:
         return self.derived(("jsonl", name), lambda: self._decode(name))
 
     def _decode(self, name: str) -> tuple[dict[str, Any], ...]:
+        lines, torn = self._lines(name)
+        out = []
+        for line in lines:
+            rec = _record(line)
+            if rec is None:
+                torn += 1
+            else:
+                out.append(rec)
+        if torn:
+            self.torn_lines[name] = torn
+        return tuple(out)
+
+    def _lines(self, name: str) -> tuple[list[bytes], int]:
+        """The non-blank lines of JSON Lines member ``name`` in its first STREAM_MAX_BYTES, and how
+        many were longer than LINE_MAX_BYTES (skipped: torn)."""
         fd = self._open(name)
         if fd is None:
-            return ()
-        out, torn, size = [], 0, 0
+            return [], 0
+        lines, overlong, size = [], 0, 0
         with os.fdopen(fd, "rb") as fh:
             while size <= STREAM_MAX_BYTES and (line := fh.readline(LINE_MAX_BYTES + 1)):
                 size += len(line)
                 if len(line) > LINE_MAX_BYTES and not line.endswith(b"\n"):
                     fh.readline()  # the rest of an overlong line (one line is bounded by the file's size)
-                    torn += 1
-                    continue
-                rec = _record(line)
-                if rec is None:
-                    torn += line.strip() != b""
-                else:
-                    out.append(rec)
+                    overlong += 1
+                elif line.strip():
+                    lines.append(line)
             if size > STREAM_MAX_BYTES:
                 self.unreadable[name] = f"read only its first {STREAM_MAX_BYTES >> 30} GiB"
-        if torn:
-            self.torn_lines[name] = torn
-        return tuple(out)
+        return lines, overlong
 
     def read_json(self, name: str) -> Any:
         """Read a JSON file of the bundle (at most JSON_MAX_BYTES); raises BundleError if missing,

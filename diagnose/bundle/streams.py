@@ -42,7 +42,7 @@ class StreamSpec:
 
     name: str
     collector: str
-    record: Any
+    record: Any  # a JSONL stream typed on the host: the name of its class in diagnose/bundle/records.py
     reader: Callable[..., Any] | None
     kind: StreamKind = StreamKind.JSONL
     pattern: str | None = None
@@ -153,36 +153,6 @@ class ProcessRecord(_ProcessRecordRequired, total=False):
     period_s: float  # the interval it was read at (the overhead budget may change it)
 
 
-class ThreadNameRecord(TypedDict, total=False):
-    tid: int
-    comm: str | None
-    first_seen_ns: int
-
-
-class PyspyWindowRecord(TypedDict, total=False):
-    """The index record of one py-spy window (collectors/pyspy.py, importers/pyspy_files.py)."""
-
-    window: int
-    file: str  # PYSPY_WINDOWS.file(window)
-    spawn_ns: int
-    exit_ns: int
-    origin_ns: int  # where the window's ts 0 lies on the Unix clock...
-    origin_err_ns: int  # ...within +- this
-    first_ts_us: float  # the first and last event of the window (us from its origin)
-    last_ts_us: float
-    samples: int  # py-spy's count: one per thread-stack read
-    errors: int
-    returncode: int
-    rate_hz: int  # the rate asked of py-spy for this window
-    window_s: int  # the --duration asked (py-spy counts rounds, so an overloaded window runs longer)
-    threads: int  # (pid, tid) pairs the window sampled
-    rate_assumed: bool
-    ended_by: str
-    blocking: bool
-    format: str  # imported: chrometrace, speedscope or raw
-    imported_from: str
-
-
 class ChromeTraceEvent(TypedDict, total=False):
     """One event of a py-spy chrometrace window: B/E per frame, ``ts`` in us from the window origin."""
 
@@ -193,12 +163,6 @@ class ChromeTraceEvent(TypedDict, total=False):
     tid: int
     ts: float
     args: dict[str, Any]  # filename, line
-
-
-class PyspySourceRecord(TypedDict):
-    file: str
-    line: int
-    text: str
 
 
 class NvmlRecord(TypedDict, total=False):
@@ -282,29 +246,6 @@ class SpanRecord(TypedDict, total=False):
     source: str  # agent, otlp or import
 
 
-class GcPauseRecord(TypedDict, total=False):
-    start_ns: int
-    end_ns: int
-    generation: int | None
-    collected: int | None
-    uncollectable: int | None
-
-
-class TorchTraceRecord(TypedDict, total=False):
-    """The index record of one torch profiler window (agent/inproc/torchwin.py, importers)."""
-
-    file: str | None  # TORCH_TRACES.file(n); None when the export failed
-    start_ns: int | None
-    end_ns: int | None
-    base_time_ns: int | None  # Kineto's baseTimeNanoseconds: event ts are us from it
-    activities: list[str]
-    torch_version: str
-    error: str | None
-    bytes: int
-    note: str
-    imported_from: str
-
-
 class NvmlCallRecord(TypedDict, total=False):
     """One recorded NVML backend call (collectors/nvml_replay.py); the first is the meta record."""
 
@@ -320,9 +261,9 @@ class NvmlCallRecord(TypedDict, total=False):
 # ---- the streams ---------------------------------------------------------------------------------
 
 PROCESS = StreamSpec("process.jsonl", "process", ProcessRecord, process_records)
-THREADS = StreamSpec("threads.jsonl", "process", ThreadNameRecord, record_tuple)
-PYSPY = StreamSpec("pyspy.jsonl", "pyspy", PyspyWindowRecord, record_tuple)
-PYSPY_SOURCES = StreamSpec("pyspy-sources.jsonl", "pyspy", PyspySourceRecord, record_tuple)
+THREADS = StreamSpec("threads.jsonl", "process", "ThreadNameRecord", record_tuple)
+PYSPY = StreamSpec("pyspy.jsonl", "pyspy", "PyspyWindowRecord", record_tuple)
+PYSPY_SOURCES = StreamSpec("pyspy-sources.jsonl", "pyspy", "PyspySourceRecord", record_tuple)
 PYSPY_WINDOWS = StreamSpec("pyspy/", "pyspy", list[ChromeTraceEvent], read_json_list, StreamKind.FILES,
                            "pyspy/window-{seq:04d}.json")
 NVML = StreamSpec("nvml.jsonl", "nvml", NvmlRecord, record_tuple)
@@ -333,8 +274,8 @@ SERVING = StreamSpec("serving-metrics.jsonl", "serving", ServingRecord, record_t
 SERVING_RAW = StreamSpec("serving-metrics/", "serving", str, None, StreamKind.FILES,
                          "serving-metrics/scrape-{seq:04d}.prom")
 SPANS = StreamSpec("spans.jsonl", "agent", SpanRecord, record_tuple)  # also the OTLP receiver, importers
-GC = StreamSpec("gc.jsonl", "agent", GcPauseRecord, record_tuple)
-TORCH = StreamSpec("torch.jsonl", "agent", TorchTraceRecord, record_tuple)
+GC = StreamSpec("gc.jsonl", "agent", "GcPauseRecord", record_tuple)
+TORCH = StreamSpec("torch.jsonl", "agent", "TorchTraceRecord", record_tuple)
 TORCH_TRACES = StreamSpec("torch/", "agent", dict, None, StreamKind.FILES, "torch/trace-{seq:04d}.json.gz")
 # Recordings of the NVML/GPM backends (benchmarks/record_gpu.py), replayed by the GPU tests.
 NVML_CALLS = StreamSpec("nvml-calls.jsonl", "nvml", NvmlCallRecord, record_tuple)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.records import PyspyWindowRecord
 from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, THREADS
 from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED, Category
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
@@ -46,8 +47,7 @@ class PyspyTimeline:
 
 def load_sources(bundle: Bundle) -> dict[tuple[str, int], str]:
     """The source line behind each sampled ``file:line`` (the PYSPY_SOURCES stream)."""
-    return {(r["file"], int(r["line"])): r["text"] for r in bundle.stream(PYSPY_SOURCES)
-            if "file" in r and "line" in r and "text" in r}
+    return {(r.file, r.line): r.text for r in bundle.typed(PYSPY_SOURCES)}
 
 
 @dataclass(frozen=True)
@@ -55,22 +55,8 @@ class PyspyWindow:
     """One indexed py-spy window and the stacks rebuilt from its chrometrace (``segments`` None:
     its file is missing, unreadable, or not a regular file inside the bundle)."""
 
-    record: dict[str, Any]
+    record: PyspyWindowRecord
     segments: tuple[Segment, ...] | None
-
-
-def window_origin_ns(record: dict[str, Any]) -> int | None:
-    """A py-spy window's Unix origin (ns): an int, or a float such as jq writes, inside the int64
-    range; anything else is unknown (its stacks then have no place on the common clock)."""
-    o = record.get("origin_ns")
-    if isinstance(o, bool) or not isinstance(o, (int, float)) or not 0 < o < 2**62:
-        return None
-    return int(o)
-
-
-def _window_no(record: dict[str, Any]) -> int | float:
-    n = record.get("window", 0)
-    return n if isinstance(n, (int, float)) and not isinstance(n, bool) else 0
 
 
 def pyspy_windows(bundle: Bundle) -> tuple[PyspyWindow, ...]:
@@ -78,8 +64,8 @@ def pyspy_windows(bundle: Bundle) -> tuple[PyspyWindow, ...]:
     timeline sources both read them (a window's JSON is the largest thing they parse)."""
     def parse() -> tuple[PyspyWindow, ...]:
         out = []
-        for w in sorted(bundle.stream(PYSPY), key=_window_no):
-            events = bundle.read_file(PYSPY_WINDOWS, w.get("file"))
+        for w in sorted(bundle.typed(PYSPY), key=lambda r: r.window):
+            events = bundle.read_file(PYSPY_WINDOWS, w.file)
             out.append(PyspyWindow(w, None if events is None else tuple(segments_from_chrometrace(events))))
         return tuple(out)
 
@@ -96,7 +82,7 @@ def stack_category(bundle: Bundle, frames: tuple[Frame, ...], sources: dict[tupl
 
 
 def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
-                 ) -> tuple[StackProfile, PyspyTimeline, list[dict[str, Any]], int]:
+                 ) -> tuple[StackProfile, PyspyTimeline, list[PyspyWindowRecord], int]:
     """Read every py-spy window of the bundle.
 
     Returns (profile, parked timeline, window records, number of unreadable windows).
@@ -109,7 +95,7 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
         if window.segments is None:
             bad += 1
             continue
-        origin = window_origin_ns(window.record)
+        origin = window.record.origin
         for seg in window.segments:
             cat = stack_category(bundle, seg.frames, sources)
             reading = None
@@ -200,7 +186,7 @@ def window_rates(bundle: Bundle) -> list[WindowRate]:
     default_s = (float(max(1, math.ceil(asked))) if isinstance(asked, (int, float)) and not isinstance(asked, bool)
                  and 0 < asked < 86400 else None)
     rates = [window_rate(w.record, w.segments, default_s) for w in pyspy_windows(bundle)
-             if w.segments is not None and not w.record.get("rate_assumed")]
+             if w.segments is not None and not w.record.rate_assumed]
     return [r for r in rates if r is not None]
 
 
@@ -226,11 +212,11 @@ def _option_period(bundle: Bundle) -> float | None:
     return 1.0 / hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and 0.01 <= hz <= 1000 else None
 
 
-def pyspy_quality(windows: list[dict[str, Any]], bad: int) -> dict[str, Any]:
-    samples = sum(int(w.get("samples", 0)) for w in windows)
-    errors = sum(int(w.get("errors", 0)) for w in windows)
-    last = [float(w["last_ts_us"]) if isinstance(w.get("last_ts_us"), (int, float)) else 0.0 for w in windows]
-    origins = [window_origin_ns(w) for w in windows]
+def pyspy_quality(windows: list[PyspyWindowRecord], bad: int) -> dict[str, Any]:
+    samples = sum(w.samples or 0 for w in windows)
+    errors = sum(w.errors or 0 for w in windows)
+    last = [w.last_ts_us or 0.0 for w in windows]
+    origins = [w.origin for w in windows]
     gaps_ms = [(ob - (oa + la * 1000)) / 1e6 for oa, ob, la in zip(origins, origins[1:], last)
                if oa is not None and ob is not None]
     return {
@@ -242,7 +228,7 @@ def pyspy_quality(windows: list[dict[str, Any]], bad: int) -> dict[str, Any]:
         "pyspy_gap_between_windows_ms_max": round(max(gaps_ms), 1) if gaps_ms else None,
         "pyspy_gap_between_windows_ms_mean": round(sum(gaps_ms) / len(gaps_ms), 1) if gaps_ms else None,
         "pyspy_clock_alignment_error_ms_max": round(
-            max((w.get("origin_err_ns", 0) for w in windows), default=0) / 1e6, 1) if windows else None,
+            max((w.origin_err_ns or 0 for w in windows), default=0) / 1e6, 1) if windows else None,
     }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.bundle.records import PyspyWindowRecord
 from diagnose.signals.stacks import Segment
 
 UNDERSAMPLED_SHARE = 0.25  # below this share of the asked rate, stack findings lose confidence
@@ -45,25 +46,25 @@ class WindowRate:
                                                                                 OVERRUN_SHARE * self.asked_s)
 
 
-def _number(v: Any) -> float | None:
+def _number(v: float | None) -> float | None:
+    """A count or a time the rate may use: in [0, 2**53) (a hand-edited index may say anything)."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53 else None
 
 
-def window_rate(record: dict[str, Any], segments: Iterable[Segment],
+def window_rate(record: PyspyWindowRecord, segments: Iterable[Segment],
                 default_asked_s: float | None) -> WindowRate | None:
     """The rate of one window, or None when its record has no usable rate or sample count."""
     segs = list(segments)
-    asked_hz, samples = _number(record.get("rate_hz")), _number(record.get("samples"))
+    asked_hz, samples = _number(record.rate_hz), _number(record.samples)
     if not segs or not asked_hz or samples is None:
         return None
-    first = _number(record.get("first_ts_us"))
+    first = _number(record.first_ts_us)
     first = min(s.start_us for s in segs) if first is None else first
-    last = _number(record.get("last_ts_us")) or max(s.end_us for s in segs)
+    last = _number(record.last_ts_us) or max(s.end_us for s in segs)
     threads = len({(s.pid, s.tid) for s in segs})
-    asked_s = _number(record.get("window_s"))
-    window = _number(record.get("window"))
-    return WindowRate(int(window or 0), asked_hz, threads, int(samples), max(0.0, (last - first) / 1e6),
-                      asked_s if asked_s is not None else default_asked_s)
+    asked_s = _number(record.window_s)
+    return WindowRate(int(_number(record.window) or 0), asked_hz, threads, int(samples),
+                      max(0.0, (last - first) / 1e6), asked_s if asked_s is not None else default_asked_s)
 
 
 def rate_quality(rates: list[WindowRate], requested_hz: float | None, host_cpu_pct: float | None,

@@ -19,7 +19,7 @@ from diagnose.model import Signal, missing
 from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category, window_origin_ns
+from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
@@ -29,7 +29,7 @@ from diagnose.signals.spans.coverage import recording_window, span_coverage
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.sampling import agent_sampling, in_sample
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
-from diagnose.signals.spans.tail import gc_pauses, tail_summary
+from diagnose.signals.spans.tail import tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
 from diagnose.signals.trace_tasks import (
     TraceOutcome,
@@ -90,7 +90,7 @@ def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
     sources = load_sources(bundle)
     segs = []
     for w in pyspy_windows(bundle):
-        origin = window_origin_ns(w.record)
+        origin = w.record.origin
         if origin is not None and w.segments is not None:
             segs += [(origin, seg) for seg in w.segments]
     names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
@@ -183,8 +183,8 @@ def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reaso
 
 def _imported_names(bundle: Bundle) -> dict[str, str]:
     """Member file name -> the name of the file it was imported from (TORCH ``imported_from``)."""
-    return {Path(r["file"]).name: Path(r["imported_from"]).name for r in bundle.stream(TORCH)
-            if isinstance(r.get("file"), str) and isinstance(r.get("imported_from"), str)}
+    return {Path(r.file).name: Path(r.imported_from).name for r in bundle.typed(TORCH)
+            if r.file is not None and r.imported_from is not None}
 
 
 def _apart(reports: list[TraceReport], reason: str, capture: tuple[int, int] | None,
@@ -249,7 +249,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
         summary["coverage"] = {"covered_s": round(coverage.covered_s, 3), "window_s": round(coverage.window_s, 3),
                                "spans_dropped": coverage.dropped}
     llm = llm_summary(ss.spans, summary.get("window_s"), scale)
-    tail = tail_summary(ss.requests, gc_pauses(bundle.stream(GC)))
+    tail = tail_summary(ss.requests, [(p.start_ns, p.end_ns) for p in bundle.typed(GC)])
     stacks = load_timed_stacks(bundle)
     gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
     span_reason = NO_SPANS if not ss.spans else "spans recorded but none is a request (root span)"

@@ -51,8 +51,8 @@ def bundle_specs(bundle: Bundle) -> tuple[tuple[GpuSpec, ...], str | None]:
 def trace_files(bundle: Bundle) -> list[tuple[Path, int | None]]:
     """Traces indexed in TORCH (with their clock base), else any *.json[.gz] in the TORCH_TRACES
     directory."""
-    rows = [(path, r.get("base_time_ns")) for r in bundle.stream(TORCH)
-            if isinstance(r.get("file"), str) and not r.get("error") and (path := bundle.member(r["file"]))]
+    rows = [(path, r.base_time_ns) for r in bundle.typed(TORCH)
+            if r.file is not None and not r.error and (path := bundle.member(r.file))]
     if not rows:
         rows = [(bundle.path / name, None) for name in bundle.listing(TORCH_TRACES.directory)
                 if fnmatch(name.rsplit("/", 1)[-1], "*.json*")]

@@ -12,7 +12,7 @@ from diagnose.render.units import fmt_value
 
 
 def _torch_version(report: Report) -> str | None:
-    versions = {str(r["torch_version"]) for r in report.bundle.stream(TORCH) if r.get("torch_version")}
+    versions = {r.torch_version for r in report.bundle.typed(TORCH) if r.torch_version}
     return ", ".join(sorted(versions)) or None
 
 

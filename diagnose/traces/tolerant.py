@@ -1,6 +1,6 @@
 """Events strict JSON rejects: repair what can be repaired, find the next event after what cannot.
 
-Two jobs for the trace reader (reader.py), both on one event's bytes or the bytes after it:
+Two jobs for the trace reader (stream.py), both on one event's bytes or the bytes after it:
 
 - ``parse_event``: parse an event orjson rejects with the standard library's ``json`` (integers of
   any size, NaN/Infinity), after repairs that keep its meaning: invalid UTF-8 becomes U+FFFD,

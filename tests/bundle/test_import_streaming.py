@@ -15,6 +15,7 @@ import pytest
 
 from diagnose.bundle.importers.torch_trace import MAX_SNIFF_BYTES, events_array_ahead
 from diagnose.traces import reader as reader_mod
+from diagnose.traces import stream as stream_mod
 from helpers import REPO, SHARED_DATA, findings
 
 TRACES = SHARED_DATA / "torch-traces"
@@ -180,7 +181,7 @@ def test_sniffing_gives_up_past_its_bound():
 
 
 def test_an_endless_event_stops_the_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader_mod, "MAX_EVENT_BYTES", 2 << 20)  # 64 MiB in use; same code path
+    monkeypatch.setattr(stream_mod, "MAX_EVENT_BYTES", 2 << 20)  # 64 MiB in use; same code path
     path = tmp_path / "bomb.json.gz"
     path.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2, '
                                    b'"name": "k"}, {"name": "' + b"a" * (8 << 20)))

@@ -11,6 +11,7 @@ import pytest
 
 from diagnose.bundle.importers import import_files
 from diagnose.traces import reader as reader_mod
+from diagnose.traces import stream as stream_mod
 from diagnose.traces.reader import read_trace
 from diagnose.traces.tolerant import next_event, parse_event
 
@@ -71,8 +72,8 @@ def test_one_broken_key_drops_one_event_and_keeps_the_140_after_it(tmp_path, brk
 def test_broken_events_across_chunks_resume_at_the_next_event(tmp_path, monkeypatch):
     """Streaming in small chunks (the path a multi-GB trace takes): three broken events, one of
     them longer than a chunk, one the last, each costs only itself."""
-    monkeypatch.setattr(reader_mod, "CHUNK_BYTES", 1500)
-    monkeypatch.setattr(reader_mod, "RESYNC_BYTES", 4000)
+    monkeypatch.setattr(stream_mod, "CHUNK_BYTES", 1500)
+    monkeypatch.setattr(stream_mod, "RESYNC_BYTES", 4000)
     monkeypatch.setattr(reader_mod, "WHOLE_DOC_BYTES", 0)
     texts = [json.dumps(kernel(i, name="x" * (i % 7) + "[k]")) for i in range(400)]
     bad = (3, 150, 398)

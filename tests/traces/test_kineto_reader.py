@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from diagnose.signals.kernel_timeline import NO_GPU, trace_signals
-from diagnose.traces import reader as reader_mod
+from diagnose.traces import stream as stream_mod
 from diagnose.traces.reader import TraceReadError, read_trace
 from diagnose.traces.report import analyze_trace
 from diagnose.traces.schema import CAT_KERNEL
@@ -176,7 +176,7 @@ def test_plain_chrome_array_format(tmp_path):
 def test_tiny_chunks_give_the_same_columns(monkeypatch):
     path = shared(NCCL)
     whole = read_trace(path)
-    monkeypatch.setattr(reader_mod, "CHUNK_BYTES", 997)  # boundaries fall inside strings and escapes
+    monkeypatch.setattr(stream_mod, "CHUNK_BYTES", 997)  # boundaries fall inside strings and escapes
     small = read_trace(path)
     for col in ("cat", "name", "start_ns", "dur_ns", "correlation", "stream"):
         assert np.array_equal(whole.gpu[col], small.gpu[col]), col

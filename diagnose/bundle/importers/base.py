@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from diagnose.bundle import BundleWriter
-from diagnose.traces.reader import inflate_chunks
 from diagnose.traces.scan import DocumentSizes
+from diagnose.traces.stream import inflate_chunks
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRead

@@ -2,7 +2,7 @@
 record needs (time span, GPU activity, event count, the document's metadata).
 
 One read of the file, whatever its size: the raw bytes pass through a CopyingReader into the
-bundle's copy while the trace reader's event stream (diagnose/traces/reader.py ``stream_events``)
+bundle's copy while the trace reader's event stream (diagnose/traces/stream.py ``stream_events``)
 parses them one batch (~1 MiB of JSON) at a time into a TraceSkim. Memory: a few chunks and one
 parsed batch; no columns are built (the analysis reads the copy again with ``read_trace``).
 """
@@ -23,7 +23,8 @@ import numpy as np
 
 from diagnose.bundle.importers.base import Artifact, ImportFailed
 from diagnose.traces.columns import as_float
-from diagnose.traces.reader import MAX_TS_US, EventStream, TraceReadError, stream_events
+from diagnose.traces.reader import MAX_TS_US
+from diagnose.traces.stream import EventStream, TraceReadError, stream_events
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRead, SupportsWrite

@@ -6,7 +6,7 @@ inference; SGLang: queue and the rest of the request (``e2e - queue``), of which
 window its GPU waited for the CPU scheduler (``gpu_overlap_wait_seconds``) is the scheduler's; Triton:
 queue, compute_input + compute_output and compute_infer (its cumulative duration counters). The
 phase sums are increases over the window (diagnose/signals/serving_metrics.py), so they are exact,
-not bucket-interpolated. Pure: reads ``details["serving"]``.
+not bucket-interpolated. Pure: reads ``details["serving"]`` (diagnose/signals/serving.py ServingDetails).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from diagnose.account.kinds import KINDS
 from diagnose.model import Account, AccountTerm
+from diagnose.signals.serving import ServingDetails
 
 SRC = "serving engine /metrics, increase over the capture window"
 # canonical signals (histogram sums or Triton duration counters) -> term kind
@@ -25,26 +26,25 @@ PHASES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _seconds(serving: dict[str, Any], key: str) -> float | None:
+def _seconds(serving: ServingDetails, key: str) -> float | None:
     """Summed seconds of one phase over the window, from a histogram (mean x count) or a duration counter."""
-    h = (serving.get("histograms") or {}).get(key)
-    if isinstance(h, dict) and h.get("mean_s") is not None and h.get("count"):
-        return float(h["mean_s"]) * float(h["count"])
-    r = (serving.get("rates") or {}).get(key)
-    return float(r["increase"]) if isinstance(r, dict) and isinstance(r.get("increase"), (int, float)) else None
+    h = serving.histograms.get(key)
+    if h is not None and h.mean_s is not None and h.count:
+        return h.mean_s * h.count
+    r = serving.rates.get(key)
+    return r.increase if r is not None else None
 
 
 RUNNING = ("engine.inference", "engine.prefill", "engine.decode")
 
 
-def _scheduler_wait(serving: dict[str, Any], seconds: dict[str, float]) -> list[str]:
+def _scheduler_wait(serving: ServingDetails, seconds: dict[str, float]) -> list[str]:
     """SGLang: while requests ran in the engine its GPU forward stream sat idle ``overlap`` of the
     time waiting for the CPU scheduler; that part of their running time moves to its own term."""
-    wait = (serving.get("rates") or {}).get("overlap_wait") or {}
-    window = serving.get("window_s") or 0.0
-    if not isinstance(wait.get("increase"), (int, float)) or window <= 0 or wait["increase"] <= 0:
+    wait = serving.rates.get("overlap_wait")
+    if wait is None or serving.window_s <= 0 or wait.increase <= 0:
         return []
-    share = min(1.0, wait["increase"] / window)
+    share = min(1.0, wait.increase / serving.window_s)
     for kind in RUNNING:
         if kind in seconds:
             moved = seconds[kind] * share
@@ -54,8 +54,17 @@ def _scheduler_wait(serving: dict[str, Any], seconds: dict[str, float]) -> list[
             "that share of the requests' running time is attributed to it"]
 
 
+def _requests(serving: ServingDetails) -> int | None:
+    """Requests that finished in the window: the e2e histogram's count, else the success counter's."""
+    e2e, ok = serving.histograms.get("e2e"), serving.rates.get("requests")
+    n = (e2e.count if e2e is not None else 0) or (ok.increase if ok is not None else 0)
+    return int(n) if n else None
+
+
 def engine_account(details: dict[str, Any]) -> Account | None:
-    serving = details.get("serving") or {}
+    serving = ServingDetails.of(details)
+    if serving is None:
+        return None
     total = _seconds(serving, "e2e")
     if total is None:
         total = _seconds(serving, "e2e_total")
@@ -75,15 +84,13 @@ def engine_account(details: dict[str, Any]) -> Account | None:
     if over > 1.0:  # phases overlap or clocks differ: a partition cannot exceed 1
         seconds = {k: v / over for k, v in seconds.items()}
         notes.append(f"the phases add up to {over:.0%} of end-to-end time: scaled to add up to 1")
-    requests = (serving.get("histograms") or {}).get("e2e", {}).get("count") or (
-        (serving.get("rates") or {}).get("requests", {}).get("increase"))
-    engine = serving.get("engine") or "engine"
+    engine = serving.engine or "engine"
     terms = [AccountTerm(k.kind, k.label, s / total, s, k.quadrant, k.layer,
                          f"{100 * s / total:.0f}% of {total:.1f} request-s ({engine} /metrics)", k.rule_id)
              for kind, s in seconds.items() for k in [KINDS[kind]]]
     terms.sort(key=lambda t: -t.share)
     return Account("requests", f"request time in the serving engine ({engine} /metrics)", "request-s", total,
-                   tuple(terms), tuple(notes), SRC, int(requests) if requests else None)
+                   tuple(terms), tuple(notes), SRC, _requests(serving))
 
 
 __all__ = ["engine_account"]

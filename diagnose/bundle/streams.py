@@ -209,26 +209,6 @@ class DcgmRecord(TypedDict, total=False):
     reason: str
 
 
-class ServingRecord(TypedDict, total=False):
-    """``kind``: source (url, engine, period_s), scrape (t_ns, dur_ms, series, garbage,
-    garbage_lines, other_lines, dropped) or error (t_ns, reason); see collectors/serving_metrics.py.
-    A series: ``name`` (the metric, counters without ``_total``), ``labels``, and ``value`` (gauge,
-    counter) or ``buckets`` ([le, cumulative count], le ascending), ``sum``, ``count`` (histogram)."""
-
-    kind: str
-    url: str
-    engine: str
-    period_s: float
-    t_ns: int
-    dur_ms: float
-    series: list[dict[str, Any]]
-    garbage: int
-    garbage_lines: list[str]
-    other_lines: int
-    dropped: int
-    reason: str
-
-
 class SpanRecord(TypedDict, total=False):
     """One span (diagnose/agent/inproc/records.py make_record): ids in hex, times Unix ns."""
 
@@ -270,7 +250,7 @@ NVML = StreamSpec("nvml.jsonl", "nvml", NvmlRecord, record_tuple)
 GPM = StreamSpec("gpm.jsonl", "gpm", GpmRecord, record_tuple)
 DCGM = StreamSpec("dcgm.jsonl", "dcgm", DcgmRecord, record_tuple)
 DCGM_RAW = StreamSpec("dcgm/", "dcgm", str, None, StreamKind.FILES, "dcgm/scrape-{seq:04d}.prom")
-SERVING = StreamSpec("serving-metrics.jsonl", "serving", ServingRecord, record_tuple)
+SERVING = StreamSpec("serving-metrics.jsonl", "serving", "ServingRecord", record_tuple)
 SERVING_RAW = StreamSpec("serving-metrics/", "serving", str, None, StreamKind.FILES,
                          "serving-metrics/scrape-{seq:04d}.prom")
 SPANS = StreamSpec("spans.jsonl", "agent", SpanRecord, record_tuple)  # also the OTLP receiver, importers

@@ -26,7 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.catalogs.serving_fields import INF, METRICS, TABLE, Combine, Engine, Kind, ServingMetric
+from diagnose.bundle.records.serving import (
+    ServingErrorRecord,
+    ServingRecord,
+    ServingScrapeRecord,
+    ServingSeries,
+    ServingSourceRecord,
+    serving_records,
+)
+from diagnose.catalogs.serving_fields import METRICS, TABLE, Combine, Engine, Kind, ServingMetric
 
 QUANTILES = (0.5, 0.99)
 # The probe's scrape comes a little before the source record; anything much earlier is not this capture's.
@@ -87,8 +95,34 @@ class ServingMetrics:
 
 @dataclass(frozen=True)
 class Scrape:
-    t_ns: int
-    series: tuple[dict[str, Any], ...]
+    """One scrape of the window: its record, and its series of metrics in TABLE."""
+
+    record: ServingScrapeRecord
+    series: tuple[ServingSeries, ...]
+
+    @property
+    def t_ns(self) -> int:
+        return self.record.t_ns
+
+
+@dataclass(frozen=True)
+class Scrapes:
+    """What the stream holds: the (last) source record, the scrapes in time order, the failed
+    scrapes' reasons."""
+
+    source: ServingSourceRecord | None
+    scrapes: list[Scrape]
+    errors: list[str]
+
+
+@dataclass(frozen=True)
+class HistogramPoint:
+    """One histogram series at one scrape: cumulative ``buckets`` {upper bound: count} (+Inf as
+    float inf), ``sum`` and ``count`` (the +Inf bucket's where the series has none)."""
+
+    buckets: dict[float, float]
+    sum: float
+    count: float
 
 
 def counter_increase(values: Iterable[float]) -> tuple[float, int]:
@@ -124,38 +158,28 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> tuple[float
     return None, False
 
 
-def read_scrapes(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], list[Scrape], list[str], list[dict]]:
-    """(source record, scrapes in time order, error reasons, scrape records) from the stream,
-    skipping malformed records."""
-    source: dict[str, Any] = {}
-    scrapes, errors, raw = [], [], []
-    for rec in records:
-        kind = rec.get("kind")
-        if kind == "source":
+def read_scrapes(records: Iterable[ServingRecord | Mapping[str, Any]]) -> Scrapes:
+    """The stream's records (typed, or plain dicts decoded here: the live view's tail) read into
+    the window's scrapes; a scrape far before the source record is not this capture's."""
+    source: ServingSourceRecord | None = None
+    scrapes: list[Scrape] = []
+    errors: list[str] = []
+    for rec in serving_records(records):
+        if isinstance(rec, ServingSourceRecord):
             source = rec
-        elif kind == "error":
-            errors.append(str(rec.get("reason"))[:200])
-        elif kind == "scrape" and type(rec.get("t_ns")) is int and isinstance(rec.get("series"), list):
-            series = tuple(s for s in rec["series"]
-                           if isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"] in METRICS)
-            scrapes.append(Scrape(rec["t_ns"], series))
-            raw.append(rec)
-    start = source.get("t_ns")
-    if type(start) is int:  # a hand-edited scrape far before the collector started is not in the window
-        kept = [i for i, sc in enumerate(scrapes) if sc.t_ns >= start - EARLIEST_BEFORE_SOURCE_NS]
-        scrapes, raw = [scrapes[i] for i in kept], [raw[i] for i in kept]
-    order = sorted(range(len(scrapes)), key=lambda i: scrapes[i].t_ns)
-    return source, [scrapes[i] for i in order], errors, [raw[i] for i in order]
+        elif isinstance(rec, ServingErrorRecord):
+            errors.append(rec.why)
+        else:
+            scrapes.append(Scrape(rec, tuple(s for s in rec.series if s.name in METRICS)))
+    if source is not None and source.t_ns is not None:  # a hand-edited scrape far before the collector started
+        scrapes = [sc for sc in scrapes if sc.t_ns >= source.t_ns - EARLIEST_BEFORE_SOURCE_NS]
+    return Scrapes(source, sorted(scrapes, key=lambda sc: sc.t_ns), errors)
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e300 else None
-
-
-def _series(scrape: Scrape, names: tuple[str, ...]) -> tuple[str | None, list[dict[str, Any]]]:
+def _series(scrape: Scrape, names: tuple[str, ...]) -> tuple[str | None, list[ServingSeries]]:
     """The series of the first of ``names`` (newest first) present in the scrape."""
     for name in names:
-        found = [s for s in scrape.series if s["name"] == name.removesuffix("_total")]
+        found = [s for s in scrape.series if s.name == name.removesuffix("_total")]
         if found:
             return name, found
     return None, []
@@ -167,7 +191,7 @@ def _gauge_points(m: ServingMetric, scrapes: list[Scrape]) -> tuple[str | None, 
     used = None
     for i, sc in enumerate(scrapes):
         name, found = _series(sc, m.names)
-        vals = [v for s in found for v in [_num(s.get("value"))] if v is not None]
+        vals = [v for s in found if (v := s.finite_value) is not None]
         if not vals:
             continue
         used = used or name
@@ -193,21 +217,20 @@ def _in_flight(gauge_points: dict[str, tuple[str | None, dict[int, float]]]) -> 
     return _stat(" + ".join(str(p[0]) for p in parts), {i: sum(p[1][i] for p in parts) for i in common})
 
 
-def _label_key(s: dict[str, Any]) -> tuple:
-    labels = s.get("labels")
-    if not isinstance(labels, dict):
-        return ()
-    return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+LabelKey = tuple[tuple[str, str], ...]  # a series' labels, sorted: which series of a metric it is
+
+
+def _label_key(s: ServingSeries) -> LabelKey:
+    return tuple(sorted(s.labels.items()))
 
 
 def _counter(m: ServingMetric, scrapes: list[Scrape], window_s: float) -> RateStat | None:
-    by_series: dict[tuple, list[float]] = {}
+    by_series: dict[LabelKey, list[float]] = {}
     used = None
     for sc in scrapes:
         name, found = _series(sc, m.names)
         for s in found:
-            v = _num(s.get("value"))
-            if v is not None:
+            if (v := s.finite_value) is not None:
                 used = used or name
                 by_series.setdefault(_label_key(s), []).append(v)
     if used is None or window_s <= 0:
@@ -218,31 +241,20 @@ def _counter(m: ServingMetric, scrapes: list[Scrape], window_s: float) -> RateSt
     return RateStat(inc, inc / window_s, sum(p[1] for p in parts), used)
 
 
-def _bound(v: Any) -> float | None:
-    """A bucket's upper bound: a number, or "+Inf" (catalogs/serving_fields.py INF)."""
-    if v == INF:
-        return float("inf")
-    return _num(v)
-
-
-def _hist_point(s: dict[str, Any]) -> tuple[dict[float, float], float, float] | None:
-    """One series' histogram at one scrape: (buckets {bound: cumulative count}, sum, count)."""
-    b = s.get("buckets")
-    if not isinstance(b, list):
-        return None
-    pts = {le: float(x[1]) for x in b if isinstance(x, list) and len(x) == 2 and _num(x[1]) is not None
-           for le in [_bound(x[0])] if le is not None}
+def _hist_point(s: ServingSeries) -> HistogramPoint | None:
+    """One series' histogram at one scrape; None for a series without usable buckets."""
+    pts = s.finite_buckets
     if not pts:
         return None
-    count = _num(s.get("count"))
-    return pts, _num(s.get("sum")) or 0.0, count if count is not None else max(pts.values())
+    count = s.finite_count
+    return HistogramPoint(pts, s.finite_sum or 0.0, count if count is not None else max(pts.values()))
 
 
-def _histogram_resets(points: list[tuple[dict[float, float], float, float]], bounds: list[float]) -> set[int]:
+def _histogram_resets(points: list[HistogramPoint], bounds: list[float]) -> set[int]:
     """Scrapes at which the histogram restarted: its count or any bucket went down. A restart
     resets every bucket at once, so it is decided for the histogram, not bucket by bucket."""
-    return {i for i in range(1, len(points)) if points[i][2] < points[i - 1][2]
-            or any(points[i][0][le] < points[i - 1][0][le] for le in bounds)}
+    return {i for i in range(1, len(points)) if points[i].count < points[i - 1].count
+            or any(points[i].buckets[le] < points[i - 1].buckets[le] for le in bounds)}
 
 
 def _increase(values: list[float], resets: set[int]) -> float:
@@ -251,24 +263,23 @@ def _increase(values: list[float], resets: set[int]) -> float:
                for i in range(1, len(values)))
 
 
-def _series_window(points: list[tuple[dict[float, float], float, float]]
-                   ) -> tuple[dict[float, float], float, float] | None:
-    """One series' increase over the scrapes that hold it, with its own resets: (bucket
-    increases over the bounds all its scrapes have, sum increase, count increase); None below two
+def _series_window(points: list[HistogramPoint]) -> HistogramPoint | None:
+    """One series' increase over the scrapes that hold it, with its own resets: bucket
+    increases over the bounds all its scrapes have, sum and count increases; None below two
     scrapes (as Prometheus ``increase()``: a series first seen mid-window counts from there)."""
     if len(points) < 2:
         return None
-    bounds = sorted(set.intersection(*(set(p[0]) for p in points)))
+    bounds = sorted(set.intersection(*(set(p.buckets) for p in points)))
     resets = _histogram_resets(points, bounds)
-    return ({le: _increase([p[0][le] for p in points], resets) for le in bounds},
-            _increase([p[1] for p in points], resets), _increase([p[2] for p in points], resets))
+    return HistogramPoint({le: _increase([p.buckets[le] for p in points], resets) for le in bounds},
+                          _increase([p.sum for p in points], resets), _increase([p.count for p in points], resets))
 
 
 def _histogram(m: ServingMetric, scrapes: list[Scrape]) -> QuantileStat | None:
     """Each series' (labelset's) window increase on its own, then summed bucket by bucket over the
     bounds every such series has: a series that appears or vanishes mid-window adds only what it
     gained while seen, never its history, and is no restart of the others."""
-    by_series: dict[tuple, list[tuple[dict[float, float], float, float]]] = {}
+    by_series: dict[LabelKey, list[HistogramPoint]] = {}
     used = None
     for sc in scrapes:
         name, found = _series(sc, m.names)
@@ -280,11 +291,11 @@ def _histogram(m: ServingMetric, scrapes: list[Scrape]) -> QuantileStat | None:
     parts = [w for pts in by_series.values() if (w := _series_window(pts)) is not None]
     if used is None or not parts:
         return None
-    bounds = sorted(set.intersection(*(set(p[0]) for p in parts)))
+    bounds = sorted(set.intersection(*(set(p.buckets) for p in parts)))
     if not bounds or bounds[-1] != float("inf"):
         return None  # no +Inf bucket: no total to rank against
-    window = [(le, sum(p[0][le] for p in parts)) for le in bounds]
-    total_s, count = sum(p[1] for p in parts), sum(p[2] for p in parts)
+    window = [(le, sum(p.buckets[le] for p in parts)) for le in bounds]
+    total_s, count = sum(p.sum for p in parts), sum(p.count for p in parts)
     qs = [bucket_quantile(q, window) for q in QUANTILES]
     f = m.factor
     return QuantileStat(count, total_s * f / count if count > 0 else None,
@@ -292,12 +303,14 @@ def _histogram(m: ServingMetric, scrapes: list[Scrape]) -> QuantileStat | None:
                         used, len(bounds), qs[0][1] or qs[1][1])
 
 
-def serving_metrics(records: Iterable[dict[str, Any]]) -> ServingMetrics | None:
-    """The SERVING stream's records -> window statistics; None when it holds no scrape."""
-    source, scrapes, errors, raw = read_scrapes(records)
+def serving_metrics(records: Iterable[ServingRecord | Mapping[str, Any]]) -> ServingMetrics | None:
+    """The SERVING stream's records (``Bundle.typed(SERVING)``, or plain dicts: ``read_scrapes``)
+    -> window statistics; None when it holds no scrape."""
+    read = read_scrapes(records)
+    scrapes = read.scrapes
     if not scrapes:
         return None
-    engine = _engine(source, scrapes)
+    engine = _engine(read.source, scrapes)
     window_s = (scrapes[-1].t_ns - scrapes[0].t_ns) / 1e9
     gauges, rates, hists = {}, {}, {}
     points = {}
@@ -312,24 +325,24 @@ def serving_metrics(records: Iterable[dict[str, Any]]) -> ServingMetrics | None:
             hists[m.signal] = h
     if (flight := _in_flight(points)) is not None:
         gauges["in_flight"] = flight
-    garbage = sum(int(r["garbage"]) for r in raw if type(r.get("garbage")) is int)
-    examples = tuple(str(x)[:200] for r in raw for x in (r.get("garbage_lines") or [])[:5]
-                     if isinstance(r.get("garbage_lines"), list))[:5]
-    dropped = sum(int(r["dropped"]) for r in raw if type(r.get("dropped")) is int)
-    return ServingMetrics(engine, str(source.get("url") or ""), len(scrapes), window_s, gauges, rates, hists,
-                          tuple(errors), garbage, examples, dropped)
+    garbage = sum(sc.record.garbage for sc in scrapes)
+    examples = tuple(x[:200] for sc in scrapes for x in sc.record.garbage_lines[:5])[:5]
+    dropped = sum(sc.record.dropped for sc in scrapes)
+    url = read.source.url if read.source is not None else ""
+    return ServingMetrics(engine, url, len(scrapes), window_s, gauges, rates, hists,
+                          tuple(read.errors), garbage, examples, dropped)
 
 
-def _engine(source: dict[str, Any], scrapes: list[Scrape]) -> Engine | None:
-    try:
-        return Engine(source.get("engine"))
-    except ValueError:  # no source record, or one hand-edited: count the series instead
-        counts: dict[Engine, int] = {}
-        for sc in scrapes:
-            for s in sc.series:
-                counts[METRICS[s["name"]][0]] = counts.get(METRICS[s["name"]][0], 0) + 1
-        return max(counts, key=counts.__getitem__) if counts else None
+def _engine(source: ServingSourceRecord | None, scrapes: list[Scrape]) -> Engine | None:
+    engine = source.known_engine if source is not None else None
+    if engine is not None:
+        return engine
+    counts: dict[Engine, int] = {}  # no source record, or one hand-edited: count the series instead
+    for sc in scrapes:
+        for s in sc.series:
+            counts[METRICS[s.name][0]] = counts.get(METRICS[s.name][0], 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
 
 
-__all__ = ["GaugeStat", "QuantileStat", "RateStat", "Scrape", "ServingMetrics", "bucket_quantile",
-           "counter_increase", "read_scrapes", "serving_metrics"]
+__all__ = ["GaugeStat", "HistogramPoint", "QuantileStat", "RateStat", "Scrape", "Scrapes", "ServingMetrics",
+           "bucket_quantile", "counter_increase", "read_scrapes", "serving_metrics"]

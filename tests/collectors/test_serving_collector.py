@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.records.serving import ServingScrapeRecord, ServingSourceRecord
 from diagnose.bundle.streams import SERVING, SERVING_RAW
 from diagnose.catalogs.serving_fields import (
     MAX_BUCKETS,
@@ -199,10 +200,10 @@ def test_live_vllm_capture_writes_the_stream_and_the_findings(workload, tmp_path
     b = Bundle.open(path)
     st = b.collectors["serving"]
     assert st.state.value == "ok" and st.counts["records"] >= 3 and SERVING.name in st.streams
-    recs = b.stream(SERVING)
-    assert recs[0]["kind"] == "source" and recs[0]["engine"] == "vllm" and recs[0]["url"] == live.url
-    scrapes = [r for r in recs if r["kind"] == "scrape"]
-    assert len(scrapes) >= 3 and all(r["garbage"] == 0 for r in scrapes)
+    recs = b.typed(SERVING)
+    assert isinstance(recs[0], ServingSourceRecord) and recs[0].engine == "vllm" and recs[0].url == live.url
+    scrapes = [r for r in recs if isinstance(r, ServingScrapeRecord)]
+    assert len(scrapes) >= 3 and all(r.garbage == 0 for r in scrapes) and not b.invalid_records
     assert (path / SERVING_RAW.file(1)).read_text().startswith("# HELP vllm:")
     a = analyze(b)
     assert a.signals["serving.kv_cache_usage_max_pct"].value >= 97.0

@@ -8,12 +8,20 @@ increase would see them.
 """
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
+from diagnose.bundle import Bundle
+from diagnose.bundle.records import decoder
+from diagnose.bundle.records.serving import ServingScrapeRecord, ServingSeries, ServingSourceRecord
+from diagnose.bundle.streams import SERVING
 from diagnose.catalogs.serving_fields import Engine, read_page
 from diagnose.collectors.serving_metrics import scrape_record
-from diagnose.signals.serving import _signals, queue_share
+from diagnose.signals.serving import _signals, queue_share, serving_signals
 from diagnose.signals.serving_metrics import bucket_quantile, counter_increase, serving_metrics
+from helpers import REPO
 from serving_sim import recording, window_s
 
 
@@ -126,3 +134,38 @@ def test_hand_edited_stream_records_cost_only_themselves():
     assert sm.engine is Engine.VLLM and sm.scrapes == 4 and len(sm.errors) == 1  # t_ns 6: decades early
     assert sm.window_s == pytest.approx(window_s(index))
     assert sm.histograms["ttft"].count >= 60 and sm.gauges["kv_usage"].max == pytest.approx(99.0)
+
+
+def _bundle(tmp_path, lines: list[str]) -> Bundle:
+    b = tmp_path / "b"
+    shutil.copytree(REPO / "fixtures" / "cpu" / "service-json", b)
+    (b / SERVING.name).write_text("".join(line + "\n" for line in lines))
+    return Bundle.open(b)
+
+
+def test_the_stream_is_decoded_once_into_its_types_a_malformed_record_dropped_and_counted(tmp_path):
+    """Bundle.typed(SERVING): every line one ServingRecord by its kind; a record of the wrong shape is
+    dropped and counted (invalid_records), a line that is not JSON is torn; the signals are those of
+    the well-formed records."""
+    records, _index = recording("vllm")
+    bad = [{"kind": "scrape", "t_ns": "soon", "series": []}, {"kind": "nope"}, [1, 2],
+           {"kind": "scrape", "t_ns": 9, "series": [{"name": "vllm:num_requests_running", "value": True}]}]
+    b = _bundle(tmp_path, [json.dumps(r) for r in records + bad] + ['{"kind": "scr'])
+    typed = b.typed(SERVING)
+    assert [type(r) for r in typed] == [ServingSourceRecord] + [ServingScrapeRecord] * 4
+    assert b.invalid_records == {SERVING.name: 4} and b.torn_lines == {SERVING.name: 1}
+    assert typed[1].series[0].labels and all(isinstance(s, ServingSeries) for s in typed[1].series)
+    assert serving_signals(b).signals == _signals(serving_metrics(records))
+
+
+def test_an_absurd_number_on_the_page_costs_that_number_not_the_scrape():
+    """The collector keeps any finite number the engine wrote; a reader uses those below MAX_ABS, so
+    a hostile 1e305 drops out of its series alone (as before the stream was typed)."""
+    def evil(text: str) -> str:
+        return text + ('vllm:num_requests_running{model_name="evil"} 1e305\n'
+                       'vllm:e2e_request_latency_seconds_bucket{model_name="evil",le="1e305"} 1e306\n')
+    records, _index = recording("vllm", evil)
+    assert any(s.get("value") == 1e305 for s in records[1]["series"])
+    decode = decoder("ServingRecord").decode
+    typed = [decode(json.dumps(r).encode()) for r in records]
+    assert serving_metrics(typed) == serving_metrics(recording("vllm")[0])

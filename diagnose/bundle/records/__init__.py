@@ -21,10 +21,13 @@ import msgspec
 from diagnose.bundle.records.agent import GcPauseRecord, TorchTraceRecord
 from diagnose.bundle.records.base import Count, Finite, Record, UnixNs
 from diagnose.bundle.records.pyspy import PyspySourceRecord, PyspyWindowRecord, ThreadNameRecord
+from diagnose.bundle.records.serving import ServingRecord
 
 # Every record type a StreamSpec names (streams.py ``record``), by class name: one module per source.
-RECORD_TYPES: dict[str, type[Record]] = {t.__name__: t for t in (
+# A stream that mixes kinds by a "kind" field names a Union of tagged Records, by its alias.
+RECORD_TYPES: dict[str, Any] = {t.__name__: t for t in (
     PyspyWindowRecord, PyspySourceRecord, ThreadNameRecord, GcPauseRecord, TorchTraceRecord)}
+RECORD_TYPES["ServingRecord"] = ServingRecord
 
 
 def decoder(type_name: str) -> msgspec.json.Decoder[Any]:

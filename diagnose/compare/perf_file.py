@@ -6,6 +6,12 @@ perf.md [--change TEXT]`` appends a history row and updates the current bottlene
 regenerated from its state, which it carries at its end in an HTML comment (invisible once
 rendered; ``>`` escaped so no value can close the comment). Dates are the captures' own start
 times (UTC). Reading is bounded (MAX_BYTES) and refuses anything but a regular file.
+
+The state block is parsed by the json module (no NaN or infinity, integers of at most 30 digits,
+nesting bounded by the interpreter's recursion limit) and read into typed rows (PerfState: Snapshot,
+HistoryRow, Delta, KeyMetric); a block whose values have the wrong types is refused with msgspec's
+word on where (``$.history[2].change``). Fields later versions added have defaults, so an older file
+reads; keys this version does not know are ignored (and not written back).
 """
 from __future__ import annotations
 
@@ -14,9 +20,11 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Struct
 
 from diagnose.compare.diff import Comparison
 from diagnose.compare.metrics import METRICS
@@ -37,16 +45,76 @@ class PerfFileError(ValueError):
     """The performance file cannot be read or is not one diagnose wrote; the message says which."""
 
 
-@dataclass
-class PerfState:
-    service: str
-    baseline: dict[str, Any] | None = None
-    current: dict[str, Any] | None = None
-    history: list[dict[str, Any]] | None = None
+Number = int | float  # as the state block holds it: an int is written back an int
+
+
+class KeyMetric(Struct, frozen=True, kw_only=True):
+    """One key metric of a capture (diagnose/compare/metrics.py METRICS), ``value`` in ``unit``."""
+
+    label: str = "?"
+    value: Number | None = None  # None: not finite when written
+    unit: str = ""
+
+
+class Snapshot(Struct, frozen=True, kw_only=True):
+    """What the file keeps of one capture: when (its start, UTC), where, its verdict and key metrics."""
+
+    captured: str  # "YYYY-MM-DD HH:MM:SS UTC", "?" when the bundle has no start time
+    bundle: str = "?"
+    quadrant: str = "unknown"  # a Quadrant value
+    layer: str | None = None  # a Layer value
+    headline: str = ""
+    confidence: Number | None = None
+    metrics: dict[str, KeyMetric] = {}  # by METRICS key
+
+
+class Delta(Struct, frozen=True, kw_only=True):
+    """One metric's change in a comparison (diagnose/compare/diff.py MetricDelta): ``delta`` in
+    ``unit``, ``delta_pct`` of the base value; ``significant`` None: noise unknown."""
+
+    delta_pct: Number | None = None
+    delta: Number | None = None  # older files: absent
+    unit: str = ""  # older files: absent
+    significant: bool | None = None
+    direction: str = "unknown"  # worse, better, neutral, within noise, too few, unknown
+
+
+class HistoryRow(Struct, frozen=True, kw_only=True):
+    """One row of the history: a baseline set, or a comparison recorded against the capture
+    ``against`` (the BASE of ``compare BASE NEW``; None in baseline rows, which leave it out)."""
+
+    captured: str
+    change: str = ""
+    bundle: str = "?"
+    against: str | None = None
+    verdict: str = ""
+    deltas: dict[str, Delta] = {}  # by HISTORY_KEYS
+    gate: Literal["pass", "fail"] | None = None  # None: no --fail-on
+    findings: list[str] = []  # "appeared: TITLE (rule id)", "disappeared: ..."
 
     def to_json(self) -> dict[str, Any]:
-        return {"service": self.service, "baseline": self.baseline, "current": self.current,
-                "history": self.history or []}
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        if self.against is None:
+            del out["against"]
+        return out
+
+
+class PerfState(Struct, frozen=True):
+    """The file's state: what it is regenerated from, kept in its state block."""
+
+    service: str
+    baseline: Snapshot | None = None
+    current: Snapshot | None = None  # the newest capture on record
+    history: tuple[HistoryRow, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"service": self.service, "baseline": _builtins(self.baseline), "current": _builtins(self.current),
+                "history": [h.to_json() for h in self.history]}
+
+
+def _builtins(snap: Snapshot | None) -> dict[str, Any] | None:
+    out: dict[str, Any] | None = msgspec.to_builtins(snap)
+    return out
 
 
 def read_state(path: Path) -> PerfState | None:
@@ -75,9 +143,11 @@ def read_state(path: Path) -> PerfState | None:
         raise PerfFileError(f"{path}: its state block is not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("service"), str):
         raise PerfFileError(f"{path}: its state block has no service name")
-    hist = doc.get("history")
-    return PerfState(doc["service"][:200], _snap(doc.get("baseline")), _snap(doc.get("current")),
-                     [h for h in hist if isinstance(h, dict)] if isinstance(hist, list) else [])
+    try:
+        state = msgspec.convert(doc, PerfState)
+    except msgspec.ValidationError as exc:  # says where: "Expected `str`, got `int` - at `$.history[2].change`"
+        raise PerfFileError(f"{path}: its state block is not one diagnose wrote ({str(exc)[:200]})") from None
+    return msgspec.structs.replace(state, service=state.service[:200])
 
 
 def _no_constant(name: str) -> Any:
@@ -90,38 +160,30 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _snap(v: Any) -> dict[str, Any] | None:
-    """A capture's snapshot as the file may hold it: a dict whose ``metrics`` is a dict of dicts."""
-    if not isinstance(v, dict):
-        return None
-    metrics = v.get("metrics")
-    clean = {k: m for k, m in metrics.items() if isinstance(m, dict)} if isinstance(metrics, dict) else {}
-    return {**v, "metrics": clean}
-
-
-def snapshot(r: Report) -> dict[str, Any]:
+def snapshot(r: Report) -> Snapshot:
     """What the file keeps of one capture: when, where, its verdict and key metric values."""
     v = r.analysis.verdict
     metrics = {}
     for m in METRICS:
         s = r.analysis.signals.get(m.signal)
         if s is not None and s.value is not None:
-            metrics[m.key] = {"label": m.label, "value": s.value, "unit": m.unit}
-    started = r.manifest.get("started_ns")
-    return {"captured": utc_datetime(started if type(started) is int else None), "bundle": str(r.bundle.path),
-            "quadrant": v.quadrant.value, "layer": v.layer.value if v.layer else None, "headline": v.headline,
-            "confidence": v.confidence, "metrics": metrics}
+            metrics[m.key] = KeyMetric(label=m.label, value=s.value, unit=m.unit)
+    return Snapshot(captured=utc_datetime(r.bundle.typed_manifest.started_ns), bundle=str(r.bundle.path),
+                    quadrant=v.quadrant.value, layer=v.layer.value if v.layer else None, headline=v.headline,
+                    confidence=v.confidence, metrics=metrics)
+
+
+def _newest(*snaps: Snapshot | None) -> Snapshot:
+    """The latest captured of ``snaps`` (a tie: the first)."""
+    return max((s for s in snaps if s), key=lambda s: s.captured)
 
 
 def set_baseline(state: PerfState | None, r: Report, service: str | None) -> PerfState:
     name = service or (state.service if state else None) or _service_name(r)
     snap = snapshot(r)
-    hist = list(state.history or []) if state else []
-    hist.append({"captured": snap["captured"], "change": "baseline set", "bundle": snap["bundle"],
-                 "verdict": _verdict(snap), "deltas": {}, "gate": None, "findings": []})
-    hist = hist[-MAX_HISTORY:]  # a file diagnose writes must stay one it reads (MAX_BYTES)
-    newest = max((s for s in (snap, state.current if state else None) if s), key=lambda s: str(s.get("captured", "")))
-    return PerfState(name, snap, newest, hist)
+    row = HistoryRow(captured=snap.captured, change="baseline set", bundle=snap.bundle, verdict=_verdict(snap))
+    hist = (*(state.history if state else ()), row)[-MAX_HISTORY:]  # a file diagnose writes stays one it reads
+    return PerfState(name, snap, _newest(snap, state.current if state else None), hist)
 
 
 def record(state: PerfState | None, base: Report, new: Report, comp: Comparison, change: str | None,
@@ -129,19 +191,19 @@ def record(state: PerfState | None, base: Report, new: Report, comp: Comparison,
     """Append ``comp`` as a history row (the file starts with ``base`` as its baseline)."""
     st = state or set_baseline(None, base, None)
     snap = snapshot(new)
-    deltas = {m.key: {"delta_pct": m.delta_pct, "delta": m.delta, "unit": m.unit, "significant": m.significant,
-                      "direction": m.direction} for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
+    deltas = {m.key: Delta(delta_pct=m.delta_pct, delta=m.delta, unit=m.unit, significant=m.significant,
+                           direction=m.direction)
+              for m in comp.metrics if m.key in HISTORY_KEYS and m.delta is not None}
     if change is not None and len(change) > MAX_CHANGE:
         change = change[:MAX_CHANGE - 1] + "…"
-    row = {"captured": snap["captured"], "change": change or "(not described: pass --change TEXT)",
-           "bundle": snap["bundle"], "against": snapshot(base)["captured"], "verdict": _verdict(snap),
-           "deltas": deltas, "gate": None if gate_failed is None else ("fail" if gate_failed else "pass"),
-           "findings": list(dict.fromkeys(f"{f.change}: {f.title} ({f.rule_id})" for f in comp.findings
-                                          if f.change != "kept"))}
-    history = sorted([*(st.history or []), row], key=lambda h: str(h.get("captured", "")))[-MAX_HISTORY:]
+    row = HistoryRow(captured=snap.captured, change=change or "(not described: pass --change TEXT)",
+                     bundle=snap.bundle, against=snapshot(base).captured, verdict=_verdict(snap), deltas=deltas,
+                     gate=None if gate_failed is None else ("fail" if gate_failed else "pass"),
+                     findings=list(dict.fromkeys(f"{f.change}: {f.title} ({f.rule_id})" for f in comp.findings
+                                                 if f.change != "kept")))
+    history = tuple(sorted([*st.history, row], key=lambda h: h.captured))[-MAX_HISTORY:]
     # the current bottleneck is the newest capture on record, whichever order they were compared in
-    newest = max((s for s in (snap, st.current) if s), key=lambda s: str(s.get("captured", "")))  # ties: snap
-    return PerfState(st.service, st.baseline, newest, history)
+    return PerfState(st.service, st.baseline, _newest(snap, st.current), history)
 
 
 def service_name(r: Report) -> str:
@@ -156,66 +218,55 @@ def _service_name(r: Report) -> str:
     return script or str(t.get("name") or "service")
 
 
-def _verdict(snap: dict[str, Any]) -> str:
+def _verdict(snap: Snapshot) -> str:
     """As the report's first line says it: "Service-bound, system layer", "No load"."""
-    q, layer = str(snap.get("quadrant")), snap.get("layer")
+    q, layer = snap.quadrant, snap.layer
     if q in ("no_load", "unknown"):
         return "No load" if q == "no_load" else "No verdict"
     return bound_words(q) + (f", {layer} layer" if layer else "")
 
 
-def _finite(v: Any) -> float | None:
+def _finite(v: Number | None) -> float | None:
+    """A number the file may show: finite and below 1e18 (anything larger is no measurement)."""
     try:
-        f = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-    except OverflowError:
+        f = float(v) if v is not None else None
+    except OverflowError:  # an int past float's range
         return None
     return f if f is not None and math.isfinite(f) and abs(f) < 1e18 else None
 
 
-def _metric_rows(snap: dict[str, Any]) -> list[str]:
-    raw = snap.get("metrics")
-    metrics: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    rows = [f"| {cell(m.get('label', '?'))} | {cell(fmt_value(v, str(m.get('unit', ''))))} |"
-            for m in metrics.values() if isinstance(m, dict) and (v := _finite(m.get("value"))) is not None]
+def _metric_rows(snap: Snapshot) -> list[str]:
+    rows = [f"| {cell(m.label)} | {cell(fmt_value(v, m.unit))} |"
+            for m in snap.metrics.values() if (v := _finite(m.value)) is not None]
     return ["| metric | value |", "|---|---|", *rows, ""] if rows else ["No key metric was measured.", ""]
 
 
-def _delta_cell(d: Any) -> str:
-    pct = _finite(d.get("delta_pct")) if isinstance(d, dict) else None
-    if pct is None:
+def _delta_cell(d: Delta | None) -> str:
+    pct = _finite(d.delta_pct) if d is not None else None
+    if d is None or pct is None:
         return "-"
-    mark = {True: "", False: " (noise)", None: " (noise unknown)"}.get(d.get("significant"), "")
-    delta = _finite(d.get("delta"))
-    if d.get("unit") == "%" and delta is not None:  # a change of a percentage
+    mark = {True: "", False: " (noise)", None: " (noise unknown)"}[d.significant]
+    delta = _finite(d.delta)
+    if d.unit == "%" and delta is not None:  # a change of a percentage
         return f"{delta:+.1f} pp{mark}"
     return f"{pct:+.1f}%{mark}"
 
 
-MAX_DEPTH = 16  # what the file's own state nests to is 4: deeper is not diagnose's
-
-
-def _json_safe(v: Any, depth: int = 0) -> Any:
-    """The state as JSON can hold it: non-finite floats and anything nested past MAX_DEPTH as null."""
-    if depth > MAX_DEPTH:
-        return None
+def _json_safe(v: Any) -> Any:
+    """The state as JSON can hold it: non-finite floats as null (the types bound the nesting)."""
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, dict):
-        return {str(k): _json_safe(x, depth + 1) for k, x in v.items()}
+        return {k: _json_safe(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_json_safe(x, depth + 1) for x in v]
+        return [_json_safe(x) for x in v]
     return v
 
 
-def _history_row(h: dict[str, Any]) -> str:
-    raw = h.get("deltas")
-    deltas: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    cells = [cell(h.get("captured", "?")), cell(h.get("against") or "-"), cell(h.get("change", "")),
-             cell(h.get("verdict", ""))]
-    cells += [_delta_cell(deltas.get(k)) for k in HISTORY_KEYS]
-    found = h.get("findings")
-    listed = "; ".join(map(str, found)) if isinstance(found, list) and found else "-"
-    cells += [cell(h.get("gate") or "-"), cell(listed)]
+def _history_row(h: HistoryRow) -> str:
+    cells = [cell(h.captured), cell(h.against or "-"), cell(h.change), cell(h.verdict)]
+    cells += [_delta_cell(h.deltas.get(k)) for k in HISTORY_KEYS]
+    cells += [cell(h.gate or "-"), cell("; ".join(h.findings) if h.findings else "-")]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -224,7 +275,7 @@ def render(state: PerfState) -> str:
     diagnose writes, it reads again)."""
     out = _render(state)
     while len(out.encode("utf-8", errors="backslashreplace")) > MAX_BYTES and state.history:
-        state = replace(state, history=state.history[max(1, len(state.history) // 10):])
+        state = msgspec.structs.replace(state, history=state.history[max(1, len(state.history) // 10):])
         out = _render(state)
     return out
 
@@ -236,20 +287,18 @@ def _render(state: PerfState) -> str:
            "time, measure again, and record the effect here.", ""]
     cur = state.current
     if cur:
-        conf = _finite(cur.get("confidence"))
+        conf = _finite(cur.confidence)
         conf_s = f" (confidence {conf:.2f})" if conf is not None else ""
         out += ["## Current bottleneck", "", f"**{text(_verdict(cur))}**{conf_s}, "
-                f"captured {text(cur.get('captured'))}: {text(cur.get('headline', ''))}", "",
-                f"Bundle: {code(cur.get('bundle', '?'))}", ""]
+                f"captured {text(cur.captured)}: {text(cur.headline)}", "",
+                f"Bundle: {code(cur.bundle)}", ""]
     base = state.baseline
     if base:
-        out += ["## Baseline", "", f"Captured {text(base.get('captured'))}, bundle {code(base.get('bundle', '?'))}; "
+        out += ["## Baseline", "", f"Captured {text(base.captured)}, bundle {code(base.bundle)}; "
                 f"verdict {text(_verdict(base))}.", ""] + _metric_rows(base)
     out += ["## History", "", "| captured | against | change | verdict | " + " | ".join(HISTORY_KEYS)
             + " | gate | findings |", "|" + "---|" * (len(HISTORY_KEYS) + 6)]
-    for h in sorted(state.history or [], key=lambda h: str(h.get("captured", "")) if isinstance(h, dict) else ""):
-        if isinstance(h, dict):
-            out.append(_history_row(h))
+    out += [_history_row(h) for h in sorted(state.history, key=lambda h: h.captured)]
     out += ["", "In capture time order; each row's changes are against the capture it was compared with (the "
             "BASE of `compare BASE NEW`, captured at \"against\"); \"-\": not measured in both (latency and QPS "
             "need stage spans); "
@@ -258,4 +307,5 @@ def _render(state: PerfState) -> str:
     return "\n".join(out) + f"\n\n{MARKER} v{VERSION}\n{blob}\n-->\n"
 
 
-__all__ = ["PerfFileError", "PerfState", "read_state", "record", "render", "set_baseline", "snapshot"]
+__all__ = ["Delta", "HistoryRow", "KeyMetric", "PerfFileError", "PerfState", "Snapshot", "read_state", "record",
+           "render", "set_baseline", "snapshot"]

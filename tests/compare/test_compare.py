@@ -104,10 +104,9 @@ def test_performance_file_baseline_then_history(captures, tmp_path):
                              "--fail-on", "p50=+10%"])
     assert r.exit_code == EXIT_REGRESSION
     state = read_state(perf)
-    assert state.service == "hasher" and [h["change"] for h in state.history] == [
-        "baseline set", "3x hashing --> slower"]
-    assert state.history[-1]["gate"] == "fail" and state.history[-1]["deltas"]["p50"]["significant"] is True
-    assert state.current["bundle"] == slower and state.baseline["bundle"] == base
+    assert state.service == "hasher" and [h.change for h in state.history] == ["baseline set", "3x hashing --> slower"]
+    assert state.history[-1].gate == "fail" and state.history[-1].deltas["p50"].significant is True
+    assert state.current.bundle == slower and state.baseline.bundle == base
     body = perf.read_text()
     assert body.startswith("# Performance file: hasher") and "## Current bottleneck" in body
     assert body.split(MARKER)[1].count("-->") == 1  # the change text cannot close the state comment
@@ -120,11 +119,11 @@ def test_performance_file_baseline_then_history(captures, tmp_path):
 def test_performance_file_history_in_capture_order_each_row_against_its_base():
     """New-user trial: rows were in recording order, "Io-bound", and the note said each row was against
     the capture before it when it was against the BASE it was compared with."""
-    from diagnose.compare.perf_file import PerfState, render
+    from diagnose.compare.perf_file import HistoryRow, PerfState, Snapshot, render
 
-    snap = {"captured": "2026-12-02 00:58:43", "quadrant": "io", "layer": "system", "headline": "h", "metrics": {}}
-    rows = [{"captured": "2026-12-02 00:58:43", "against": "2026-12-02 00:50:00", "change": "second", "verdict": "x"},
-            {"captured": "2026-12-02 00:57:53", "against": "2026-12-02 00:50:00", "change": "first", "verdict": "y"}]
+    snap = Snapshot(captured="2026-12-02 00:58:43", quadrant="io", layer="system", headline="h")
+    rows = (HistoryRow(captured="2026-12-02 00:58:43", against="2026-12-02 00:50:00", change="second", verdict="x"),
+            HistoryRow(captured="2026-12-02 00:57:53", against="2026-12-02 00:50:00", change="first", verdict="y"))
     body = render(PerfState("svc", snap, snap, rows))
     assert body.index("| first |") < body.index("| second |") and "**IO-bound, system layer**" in body
     assert "| 2026-12-02 00:57:53 | 2026-12-02 00:50:00 | first |" in body and "BASE of `compare BASE NEW`" in body
@@ -220,11 +219,11 @@ def test_names_from_a_bundle_reach_the_terminal_without_their_escape_sequences(t
 def test_a_performance_file_diagnose_writes_is_one_it_reads_again(tmp_path):
     """Break-it review: 300k history rows, or 19 records with a 120 kB --change, made a file past the
     4 MiB read bound: diagnose wrote what it then refused."""
-    from diagnose.compare.perf_file import MAX_BYTES, MAX_HISTORY, PerfState, render
+    from diagnose.compare.perf_file import MAX_BYTES, MAX_HISTORY, HistoryRow, PerfState, Snapshot, render
 
-    snap = {"captured": "2026-12-02 00:00:00", "quadrant": "io", "layer": "system", "metrics": {}}
-    rows = [{"captured": f"2026-12-02 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}", "change": "x" * 5000,
-             "findings": ["appeared: y" * 50]} for i in range(MAX_HISTORY)]
+    snap = Snapshot(captured="2026-12-02 00:00:00", quadrant="io", layer="system")
+    rows = tuple(HistoryRow(captured=f"2026-12-02 {i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}", change="x" * 5000,
+                            findings=["appeared: y" * 50]) for i in range(MAX_HISTORY))
     path = tmp_path / "p.md"
     path.write_text(render(PerfState("svc", snap, snap, rows)))
     assert path.stat().st_size <= MAX_BYTES and read_state(path).history[-1] == rows[-1]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
+from diagnose.collectors.priority import lower_this_thread
 from diagnose.model import Target
 
 
@@ -121,6 +122,7 @@ class ThreadedCollector(Collector):
         self._thread.start()
 
     def _loop(self) -> None:
+        lower_this_thread()  # a saturated target keeps its cores (collectors/priority.py)
         next_t = time.monotonic()
         try:
             while not self._stop.is_set():

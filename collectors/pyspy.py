@@ -32,6 +32,7 @@ from typing import Any
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS
 from diagnose.collectors.base import CaptureOptions, Collector, Probe, target_alive
+from diagnose.collectors.priority import lower_this_thread
 from diagnose.collectors.source_lines import Credentials, read_source
 from diagnose.model import Target
 
@@ -190,6 +191,7 @@ class PySpyCollector(Collector):
         return cmd
 
     def _loop(self) -> None:
+        lower_this_thread()  # and every py-spy child it starts, which inherit it (collectors/priority.py)
         failed = 0
         try:
             while not self._stop.is_set() and self._failure is None:

@@ -19,7 +19,7 @@ from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manif
 from diagnose.capture.budget import PERIOD_S, OverheadBudget
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
 from diagnose.capture.cost import CostMeter, host_facts
-from diagnose.collectors import COLLECTORS, CaptureOptions, Collector
+from diagnose.collectors import COLLECTORS, CaptureOptions, Collector, priority
 from diagnose.collectors.base import target_alive, target_threads
 from diagnose.model import Target
 
@@ -87,6 +87,7 @@ class Capture:
         self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
     ) -> CaptureResult:
         collectors = self.collectors or tuple(c() for c in COLLECTORS)
+        priority.reset()
         meter = CostMeter()
         self.budget = OverheadBudget.plan(self.options.overhead_budget_pct, self.options.rate_hz,
                                           self.options.process_hz, target_threads(self.target))
@@ -106,7 +107,8 @@ class Capture:
         partial = end_reason != "duration reached" or any(
             s.state == CollectorState.PARTIAL for s in final
         )
-        self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial, meter.finish())
+        self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial,
+                             meter.finish() | {"collector_priority": priority.applied()})
         identity, dir_fd = writer.identity, os.dup(writer.fd)
         writer.close()
         return CaptureResult(writer.path, end_reason, final, partial, identity, dir_fd)

@@ -46,6 +46,7 @@ def test_over_budget_lowers_the_larger_part_first_then_raises_back():
     assert doc["asked"] == {"pyspy_hz": 100, "process_hz": 10.0} and len(doc["changes"]) == 3
 
 
+@pytest.mark.live  # a thread's CPU share on this host: other tests beside it take the cores
 def test_observe_measures_the_collector_threads_of_this_process():
     import threading
     import time

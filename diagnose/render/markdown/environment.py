@@ -137,8 +137,20 @@ def cost_line(report: Report) -> str:
     rss = _num(cost, "max_rss_bytes")
     if rss:
         parts.append(f"peak memory {fmt_value(rss, 'bytes')}")
-    tail = _budget(m) + _agent_cost(m)
+    tail = _budget(m) + _agent_cost(m) + _priority(cost)
     return "**Cost of this capture**: " + "; ".join(parts) + "." + tail
+
+
+def _priority(cost: dict[str, Any]) -> str:
+    """At which CPU priority the collectors ran (collectors/priority.py), when the record says."""
+    raw = cost.get("collector_priority")
+    if not isinstance(raw, dict) or not raw:
+        return ""
+    got = sorted({str(v) for v in raw.values()})
+    lowest = all(g in ("SCHED_IDLE", "nice 19") for g in got)
+    return (f" Collectors and py-spy ran at {text(', '.join(got))}" + (
+        ": the target's threads had the cores first (py-spy waits for an idle core, hence the window gaps "
+        "on a saturated host)." if lowest else "."))
 
 
 __all__ = ["cost_line", "environment_bits"]

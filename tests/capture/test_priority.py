@@ -1,0 +1,35 @@
+"""Collector threads and the py-spy children they start run at the host's lowest CPU priority
+(collectors/priority.py), and the manifest says so: a saturated target keeps its cores."""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+from diagnose.collectors import priority
+
+
+def _policy_and_nice(tid: int) -> tuple[int, int]:
+    fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[38]), int(fields[16])  # policy (field 41), nice (field 19)
+
+
+def test_a_lowered_thread_and_its_child_run_at_sched_idle():
+    got: dict[str, object] = {}
+
+    def collector() -> None:
+        got["how"] = priority.lower_this_thread()
+        got["self"] = _policy_and_nice(threading.get_native_id())
+        child = subprocess.run(["python3", "-c", "import os; print(os.sched_getscheduler(0))"],
+                               capture_output=True, text=True, check=True)
+        got["child"] = int(child.stdout)
+
+    priority.reset()
+    t = threading.Thread(target=collector, name="diagnose-test-lowered")
+    t.start()
+    t.join(30)
+    assert got["how"] == priority.SCHED_IDLE
+    assert got["self"][0] == os.SCHED_IDLE and got["child"] == os.SCHED_IDLE  # fork copies the thread's policy
+    assert priority.applied() == {"diagnose-test-lowered": priority.SCHED_IDLE}
+    # the calling (main) thread keeps its own priority: the analysis and the live view are not slowed
+    assert _policy_and_nice(threading.get_native_id())[0] == os.SCHED_OTHER

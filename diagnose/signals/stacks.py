@@ -13,15 +13,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from diagnose.catalogs.frames import FRAME_CATALOG, PARKED, Category, FramePattern
 
 _THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]{1,16}|\d{1,19})\):?\s*(.*)$")
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
+    """One Python frame: a tuple (C-level hash and equality: stacks of frames key the profile's
+    tables, hashed and compared millions of times)."""
+
     function: str
     file: str
     line: int

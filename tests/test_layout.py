@@ -20,5 +20,7 @@ def test_tests_mirror_the_stages():
     folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and list(p.glob("test_*.py"))}
     # fuzz/: the fuzz tests cross the stages (agent protocol, OTLP receiver, importers)
     assert folders <= STAGES | {"collectors", "cli", "fuzz"} and {"bundle", "signals", "render", "tui"} <= folders
-    # at the root only this file and test_docs.py (README.md and docs/ hold together: no pipeline stage)
-    assert sorted(p.name for p in (REPO / "tests").glob("test_*.py")) == ["test_docs.py", "test_layout.py"]
+    # at the root only this file, test_docs.py (README.md and docs/ hold together) and test_imports.py (how
+    # the packages depend on each other): no pipeline stage
+    assert sorted(p.name for p in (REPO / "tests").glob("test_*.py")) == ["test_docs.py", "test_imports.py",
+                                                                           "test_layout.py"]

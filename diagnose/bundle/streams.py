@@ -165,50 +165,6 @@ class ChromeTraceEvent(TypedDict, total=False):
     args: dict[str, Any]  # filename, line
 
 
-class NvmlRecord(TypedDict, total=False):
-    """``kind``: host, device, target or reading (see collectors/nvml.py)."""
-
-    kind: str
-    t_ns: int
-    gpu: int
-    uuid: str
-    values: dict[str, float]
-    unknown: dict[str, str]
-    samples: dict[str, list[list[float]]]
-    process_samples: list[list[float]]
-    gpus: list[int]
-    pids: dict[str, list[list[int]]]
-    matched: bool
-    reason: str | None
-
-
-class GpmRecord(TypedDict, total=False):
-    """``kind``: device (gpu, uuid, name, supported, reason) or reading (t_ns, gpu, interval_ns,
-    metrics, unknown); see collectors/gpm.py."""
-
-    kind: str
-    t_ns: int
-    gpu: int
-    uuid: str
-    name: str
-    supported: bool
-    reason: str | None
-    interval_ns: int
-    metrics: dict[str, float]
-    unknown: dict[str, str]
-
-
-class DcgmRecord(TypedDict, total=False):
-    """``kind``: source (mode, url), scrape (t_ns, entities) or error (t_ns, reason)."""
-
-    kind: str
-    mode: str
-    url: str
-    t_ns: int
-    entities: list[dict[str, Any]]
-    reason: str
-
-
 class SpanRecord(TypedDict, total=False):
     """One span (diagnose/agent/inproc/records.py make_record): ids in hex, times Unix ns."""
 
@@ -246,9 +202,9 @@ PYSPY = StreamSpec("pyspy.jsonl", "pyspy", "PyspyWindowRecord", record_tuple)
 PYSPY_SOURCES = StreamSpec("pyspy-sources.jsonl", "pyspy", "PyspySourceRecord", record_tuple)
 PYSPY_WINDOWS = StreamSpec("pyspy/", "pyspy", list[ChromeTraceEvent], read_json_list, StreamKind.FILES,
                            "pyspy/window-{seq:04d}.json")
-NVML = StreamSpec("nvml.jsonl", "nvml", NvmlRecord, record_tuple)
-GPM = StreamSpec("gpm.jsonl", "gpm", GpmRecord, record_tuple)
-DCGM = StreamSpec("dcgm.jsonl", "dcgm", DcgmRecord, record_tuple)
+NVML = StreamSpec("nvml.jsonl", "nvml", "NvmlRecord", record_tuple)
+GPM = StreamSpec("gpm.jsonl", "gpm", "GpmRecord", record_tuple)
+DCGM = StreamSpec("dcgm.jsonl", "dcgm", "DcgmRecord", record_tuple)
 DCGM_RAW = StreamSpec("dcgm/", "dcgm", str, None, StreamKind.FILES, "dcgm/scrape-{seq:04d}.prom")
 SERVING = StreamSpec("serving-metrics.jsonl", "serving", "ServingRecord", record_tuple)
 SERVING_RAW = StreamSpec("serving-metrics/", "serving", str, None, StreamKind.FILES,

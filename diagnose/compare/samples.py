@@ -71,12 +71,12 @@ def _gpu_series(report: Report) -> dict[str, Points]:
     gpm = read_gpm(report.bundle)
     out: dict[str, Points] = {}
     for name, key in (("gpu_sm_pct", "sm_util_pct"), ("gpu_dram_pct", "dram_bw_util_pct")):
-        pts = [(r["t_ns"], r["metrics"][key]) for rows in gpm.readings.values() for r in rows
-               if key in r["metrics"] and 0.0 <= r["metrics"][key] <= 100.0]
+        pts = [(r.t_ns, r.metrics[key]) for rows in gpm.readings.values() for r in rows
+               if key in r.metrics and 0.0 <= r.metrics[key] <= 100.0]
         out[name] = _mean_by_time(pts)
     nv = read_nvml(report.bundle)
-    util = [(r["t_ns"], float(r["values"]["gpu_util_pct"])) for rows in nv.readings.values() for r in rows
-            if isinstance(r["values"].get("gpu_util_pct"), (int, float)) and 0 <= r["values"]["gpu_util_pct"] <= 100]
+    util = [(r.t_ns, float(r.values["gpu_util_pct"])) for rows in nv.readings.values() for r in rows
+            if "gpu_util_pct" in r.values and 0 <= r.values["gpu_util_pct"] <= 100]
     out["gpu_util_pct"] = _mean_by_time(util)
     return out
 

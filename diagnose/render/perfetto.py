@@ -234,14 +234,13 @@ def _gpu_counters(bundle: Bundle) -> list[Event]:
     nv, gpm, dc = read_nvml(bundle), read_gpm(bundle), read_dcgm(bundle)
     out: list[Event] = []
     for gpu, rows in sorted(nv.readings.items()):
-        out += _series(f"GPU{gpu} NVML", [(r["t_ns"], r["values"]) for r in rows], interval=False)
+        out += _series(f"GPU{gpu} NVML", [(r.t_ns, r.values) for r in rows], interval=False)
     for uuid, grows in sorted(gpm.readings.items()):
-        gpu = gpm.devices.get(uuid, {}).get("gpu", uuid)
-        out += _series(f"GPU{gpu} GPM", [(r["t_ns"], r["metrics"]) for r in grows], interval=True)
-    for (uuid, gi), drows in sorted(dc.series.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        gpu = drows[0][1].get("gpu", uuid)
-        label = f"GPU{gpu}" + (f"/GI{gi}" if gi is not None else "")
-        out += _series(f"{label} DCGM", [(t, ent["values"]) for t, ent in drows], interval=True)
+        index = gpm.devices[uuid].gpu if uuid in gpm.devices else uuid
+        out += _series(f"GPU{index} GPM", [(r.t_ns, r.metrics) for r in grows], interval=True)
+    for (_uuid, gi), drows in sorted(dc.series.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        label = f"GPU{drows[0][1].gpu}" + (f"/GI{gi}" if gi is not None else "")
+        out += _series(f"{label} DCGM", [(t, ent.values) for t, ent in drows], interval=True)
     return out
 
 

@@ -90,21 +90,21 @@ class Scope:
 def target_scope(nv: NvmlData, gpm: GpmData, dc: DcgmData) -> Scope:
     s = Scope()
     for g, d in nv.devices.items():
-        s.names[nv.uuid(g)], s.indices[nv.uuid(g)] = d.get("name") or "?", g
+        s.names[nv.uuid(g)], s.indices[nv.uuid(g)] = d.name or "?", g
     for uuid, ent in dcgm_gpus(dc).items():
-        s.names.setdefault(uuid, ent.get("model") or "?")
-        s.indices.setdefault(uuid, ent.get("gpu"))
-    matched = sorted({g for t in nv.targets if t.get("matched") for g in t.get("gpus", [])})
+        s.names.setdefault(uuid, ent.model or "?")
+        s.indices.setdefault(uuid, ent.gpu)
+    matched = sorted({g for t in nv.targets if t.matched for g in t.gpus})
     if matched:
         s.uuids = [nv.uuid(g) for g in matched]
         s.label = f"target's GPU {', '.join(map(str, matched))} (NVML compute processes)"
         for t in nv.targets:
-            for g, rows in (t.get("pids") or {}).items():
-                s.pids |= {r[0] for r in rows}
-                s.instance.update({nv.uuid(int(g)): str(r[2]) for r in rows if r[2] is not None})
+            for g, rows in t.pids.items():
+                s.pids |= {r.pid for r in rows}
+                s.instance.update({nv.uuid(g): str(r.gpu_instance_id) for r in rows if r.gpu_instance_id is not None})
     elif nv.devices:
         s.uuids = [nv.uuid(g) for g in sorted(nv.devices)]
-        why = next((t["reason"] for t in reversed(nv.targets) if t.get("reason")), "target not located")
+        why = next((t.reason for t in reversed(nv.targets) if t.reason), "target not located")
         s.label = f"all {len(s.uuids)} GPU(s): {why}"
     elif dc.scrapes:
         s.uuids = sorted(dcgm_gpus(dc))
@@ -127,17 +127,19 @@ def _source_reasons(bundle: Bundle, nv: NvmlData, gpm: GpmData, dc: DcgmData) ->
     return out
 
 
+# Why one GPU has nothing from a source that has data (a source with none says why in its place).
+NOT_SEEN = {"nvml": "GPU not seen by NVML", "gpm": "GPU not seen by GPM", "dcgm": "GPU not in the DCGM data"}
+
+
 def _per_source(uuid: str, scope: Scope, nv: NvmlData, gpm: GpmData, dc: DcgmData,
                 base: dict[str, str]) -> dict[str, tuple[dict[str, Metric], str | None]]:
+    why = {**NOT_SEEN, **base}
     idx = next((g for g in nv.devices if nv.uuid(g) == uuid), None)
-    nvml = (nvml_metrics(nv, idx, scope.pids), None) if idx is not None else (
-        {}, base.get("nvml", "GPU not seen by NVML"))
+    nvml = (nvml_metrics(nv, idx, scope.pids), None) if idx is not None else ({}, why["nvml"])
     gm, gr = gpm_metrics(gpm, uuid)
-    limit = nv.devices.get(idx, {}).get("power_limit_mw") if idx is not None else None
+    limit = nv.devices[idx].power_limit_mw if idx is not None else None
     dm, dr = dcgm_metrics(dc, uuid, scope.instance.get(uuid), limit / 1000 if limit else None)
-    return {"nvml": nvml,
-            "gpm": (gm, gr or base.get("gpm", "GPU not seen by GPM")),
-            "dcgm": (dm, dr or base.get("dcgm", "GPU not in the DCGM data"))}
+    return {"nvml": nvml, "gpm": (gm, gr or why["gpm"]), "dcgm": (dm, dr or why["dcgm"])}
 
 
 def pick(spec: GpuSignal, per_source: dict[str, tuple[dict[str, Metric], str | None]]) -> Metric:
@@ -222,9 +224,8 @@ def _device_rows(scope: Scope, picks: dict[str, dict[str, Metric]], nv: NvmlData
 
 def _quality(nv: NvmlData, gpm: GpmData, dc: DcgmData) -> dict[str, Any]:
     rows = [r for rs in nv.readings.values() for r in rs]
-    lags = [r["t_ns"] / 1e3 - max(t for s in r["samples"].values() for t, _ in s)
-            for r in rows if any(r.get("samples", {}).values())]
-    gaps = [(b["t_ns"] - a["t_ns"]) / 1e6 for rs in nv.readings.values() for a, b in zip(rs, rs[1:])]
+    lags = [r.t_ns / 1e3 - max(t for s in r.samples.values() for t, _ in s) for r in rows if any(r.samples.values())]
+    gaps = [(b.t_ns - a.t_ns) / 1e6 for rs in nv.readings.values() for a, b in zip(rs, rs[1:])]
     return {
         "nvml_readings": len(rows),
         "nvml_malformed_records": nv.malformed,
@@ -234,8 +235,7 @@ def _quality(nv: NvmlData, gpm: GpmData, dc: DcgmData) -> dict[str, Any]:
         "dcgm_scrapes": dc.scrapes,
         "dcgm_scrape_errors": len(dc.errors),
         # the exporter's host label: a mismatch with the target's host means another node's GPUs
-        "dcgm_exporter_hosts": sorted({str(e.get("hostname")) for rows in dc.series.values()
-                                       for _, e in rows[-1:] if e.get("hostname")}),
+        "dcgm_exporter_hosts": sorted({e.hostname for rows in dc.series.values() for _, e in rows[-1:] if e.hostname}),
     }
 
 
@@ -253,7 +253,7 @@ def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     picks = {u: {s.name: pick(s, per_gpu[u]) for s in SIGNALS} for u in every}
     signals = {s.name: combine(s, {u: picks[u][s.name] for u in scope.uuids}, scope) for s in SIGNALS}
     signals["gpu.count"] = Signal("gpu.count", float(len(scope.uuids)), "GPUs", scope.label)
-    signals.update(roofline(bundle, scope, signals.get("gpu.dram_active_pct")))
+    signals.update(roofline(bundle, scope, signals["gpu.dram_active_pct"]))
     details = {"gpu_devices": _device_rows(scope, picks, nv), "gpu_mig_instances": mig_table(dc)}
     return SourceResult(signals, {"gpu_counters": scope.label, **_quality(nv, gpm, dc)}, details)
 

@@ -3,6 +3,7 @@
 An entity is a GPU (no ``gpu_instance_id``) or a MIG instance of one. Profiling counters of a
 partitioned GPU describe the target only through its own instance: when the target's instance is
 not known (NVML tells it through the process's gpuInstanceId) they are unknown, with that reason.
+Records: diagnose/bundle/records/gpu.py (DcgmRecord; an entity's values are its numeric ones).
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.records.gpu import DcgmEntity, DcgmErrorRecord, DcgmSourceRecord
 from diagnose.bundle.streams import DCGM
 from diagnose.catalogs.dcgm_fields import BY_KEY
-from diagnose.signals.gpu_series import Metric, numbers, time_weighted_mean
+from diagnose.signals.gpu_series import Metric, time_weighted_mean
 
 # DCGM record key -> metric key (shared vocabulary of gpu_series.py)
 MEAN_KEYS = {
@@ -34,13 +36,15 @@ EntityKey = tuple[str, str | None]  # (uuid, gpu_instance_id)
 
 @dataclass
 class DcgmData:
-    source: dict[str, Any] = field(default_factory=dict)
+    source: DcgmSourceRecord | None = None
     scrapes: int = 0
     errors: list[str] = field(default_factory=list)
-    series: dict[EntityKey, list[tuple[int, dict[str, Any]]]] = field(default_factory=lambda: defaultdict(list))
+    series: dict[EntityKey, list[tuple[int, DcgmEntity]]] = field(default_factory=lambda: defaultdict(list))
 
     def label(self) -> str:
-        return f"{self.source.get('mode', 'DCGM')} {self.source.get('url', '')}".strip()
+        mode = self.source.mode if self.source is not None else None
+        url = self.source.url if self.source is not None else None
+        return f"{'DCGM' if mode is None else mode} {url or ''}".strip()
 
     def instances(self, uuid: str) -> list[str]:
         return sorted(gi for u, gi in self.series if u == uuid and gi is not None)
@@ -48,33 +52,21 @@ class DcgmData:
 
 def read_dcgm(bundle: Bundle) -> DcgmData:
     data = DcgmData()
-    for rec in bundle.stream(DCGM):
-        kind = rec.get("kind")
-        if kind == "source":
+    for rec in bundle.typed(DCGM):
+        if isinstance(rec, DcgmSourceRecord):
             data.source = rec
-        elif kind == "error":
-            data.errors.append(str(rec.get("reason")))
-        elif kind == "scrape" and isinstance(rec.get("t_ns"), int) and isinstance(rec.get("entities"), list):
+        elif isinstance(rec, DcgmErrorRecord):
+            data.errors.append(str(rec.reason))
+        else:
             data.scrapes += 1
-            for ent in rec["entities"]:
-                if isinstance(ent, dict):
-                    _add_entity(data, rec["t_ns"], ent)
+            for ent in rec.entities:  # filed under (uuid, GPU_I_ID)
+                data.series[(ent.uuid or f"dcgm-gpu-{ent.gpu}", ent.gpu_instance_id)].append((rec.t_ns, ent))
     return data
 
 
-def _add_entity(data: DcgmData, t_ns: int, ent: dict[str, Any]) -> None:
-    """File one scraped entity under (uuid, GPU_I_ID), with only numeric values kept."""
-    uuid = str(ent.get("uuid") or f"dcgm-gpu-{ent.get('gpu')}")
-    gi = ent.get("gpu_instance_id")
-    clean = {**ent, "values": numbers(ent.get("values")),
-             "unknown": ent["unknown"] if isinstance(ent.get("unknown"), dict) else {},
-             "names": ent["names"] if isinstance(ent.get("names"), dict) else {}}
-    data.series[(uuid, None if gi is None else str(gi))].append((t_ns, clean))
-
-
-def dcgm_gpus(data: DcgmData) -> dict[str, dict[str, Any]]:
+def dcgm_gpus(data: DcgmData) -> dict[str, DcgmEntity]:
     """{uuid: latest whole-GPU entity (or first instance where no whole-GPU entity exists)}."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, DcgmEntity] = {}
     for (uuid, _gi), rows in sorted(data.series.items(), key=lambda kv: kv[0][1] is not None):
         out.setdefault(uuid, rows[-1][1])
     return out
@@ -96,22 +88,22 @@ def _absent_reason(data: DcgmData, key: str, mig: bool) -> str:
 def _mig_reason(uuid: str, data: DcgmData) -> str:
     parts = []
     for gi in data.instances(uuid):
-        prof = data.series[(uuid, gi)][-1][1].get("gpu_instance_profile")
+        prof = data.series[(uuid, gi)][-1][1].gpu_instance_profile
         parts.append(f"{gi} ({prof})" if prof else gi)
     return (f"GPU {uuid} is split into MIG instances (GPU_I_ID {', '.join(parts)}) and the target's "
             "instance is unknown (NVML shows it): whole-GPU profiling counters do not describe the "
             "target; per-instance values are in the GPU table")
 
 
-def entity_metric(data: DcgmData, rows: list[tuple[int, dict[str, Any]]], key: str, mig: bool) -> Metric:
+def entity_metric(data: DcgmData, rows: list[tuple[int, DcgmEntity]], key: str, mig: bool) -> Metric:
     """Time-weighted value of ``key`` over one entity's scrapes."""
-    pts = [(t, ent["values"][key]) for t, ent in rows if key in ent.get("values", {})]
-    name = next((ent["names"][key] for _, ent in rows if key in ent.get("names", {})), _field_names(key))
+    pts = [(t, ent.values[key]) for t, ent in rows if key in ent.values]
+    name = next((ent.names[key] for _, ent in rows if key in ent.names), _field_names(key))
     factor = " x100" if BY_KEY[key].factor == 100.0 else ""
     src = f"DCGM {name}{factor} ({data.label()}, {len(pts)} scrapes)"
     if pts:
         return Metric(time_weighted_mean(pts), src)
-    blank = next((ent["unknown"][key] for _, ent in reversed(rows) if key in ent.get("unknown", {})), None)
+    blank = next((ent.unknown[key] for _, ent in reversed(rows) if key in ent.unknown), None)
     return Metric(None, src, f"DCGM {name}: {blank}" if blank else _absent_reason(data, key, mig))
 
 
@@ -135,24 +127,24 @@ def dcgm_metrics(data: DcgmData, uuid: str, target_gi: str | None,
     return out, None
 
 
-def _derived(data: DcgmData, rows: list[tuple[int, dict[str, Any]]], power_limit_w: float | None) -> dict[str, Metric]:
+def _derived(data: DcgmData, rows: list[tuple[int, DcgmEntity]], power_limit_w: float | None) -> dict[str, Metric]:
     out = {}
-    temps = [ent["values"]["temp_c"] for _, ent in rows if "temp_c" in ent.get("values", {})]
+    temps = [ent.values["temp_c"] for _, ent in rows if "temp_c" in ent.values]
     out["temp_c"] = Metric(max(temps) if temps else None, f"DCGM GPU temperature (max, {data.label()})",
                            None if temps else _absent_reason(data, "temp_c", False))
     used = [100.0 * v["fb_used_mib"] / (v["fb_used_mib"] + v["fb_free_mib"]) for _, e in rows
-            for v in [e.get("values", {})] if v.get("fb_used_mib") is not None and v.get("fb_free_mib")]
+            for v in [e.values] if "fb_used_mib" in v and "fb_free_mib" in v and v["fb_free_mib"]]
     out["mem_used_max_pct"] = Metric(max(used) if used else None, "DCGM FB_USED / (FB_USED + FB_FREE)",
                                      None if used else _absent_reason(data, "fb_used_mib", False))
     pts = []
     for t, ent in rows:
-        v = ent.get("values", {})
+        v = ent.values
         limit = v.get("power_limit_w") or power_limit_w
         if "power_w" in v and limit:
             pts.append((t, 100.0 * v["power_w"] / limit))
     value = time_weighted_mean(pts)
     why = None if value is not None else ("no power limit: neither DCGM nor NVML reported one"
-                                          if any("power_w" in e.get("values", {}) for _, e in rows)
+                                          if any("power_w" in e.values for _, e in rows)
                                           else _absent_reason(data, "power_w", False))
     out["power_pct_of_limit"] = Metric(value, f"DCGM power draw / limit ({data.label()})", why)
     return out
@@ -167,7 +159,7 @@ def mig_table(data: DcgmData) -> list[dict[str, Any]]:
         vals = {MEAN_KEYS[k]: round(m.value, 2) for k in PROFILING & set(MEAN_KEYS)
                 for m in [entity_metric(data, series, k, True)] if m.value is not None}
         rows.append({"uuid": uuid, "gpu_instance_id": gi,
-                     "profile": series[-1][1].get("gpu_instance_profile"), "values": vals})
+                     "profile": series[-1][1].gpu_instance_profile, "values": vals})
     return rows
 
 

@@ -3,7 +3,8 @@
 Each reader turns one stream into ``{uuid: {metric_key: Metric}}`` in one shared vocabulary
 (``kernel_busy_pct``, ``sm_active_pct``, ``dram_active_pct``...), each value with the exact
 counter it came from; diagnose/signals/gpu.py then picks the best source per signal.
-Streams and record shapes: NVML (collectors/nvml.py) and GPM (collectors/gpm.py).
+Streams: NVML (collectors/nvml.py) and GPM (collectors/gpm.py), read as the typed records of
+diagnose/bundle/records/gpu.py (a malformed number or row in a reading costs only itself).
 """
 from __future__ import annotations
 
@@ -11,9 +12,17 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.records.gpu import (
+    GpmDeviceRecord,
+    GpmReadingRecord,
+    NvmlDeviceRecord,
+    NvmlHostRecord,
+    NvmlReadingRecord,
+    NvmlTargetRecord,
+    numbers,
+)
 from diagnose.bundle.streams import GPM, NVML
 
 MAX_GAP_FACTOR = 5  # a gap longer than 5 typical intervals is missing data, not a long reading
@@ -52,91 +61,50 @@ def time_weighted_mean(points: Iterable[tuple[int, float]]) -> float | None:
 
 @dataclass
 class NvmlData:
-    """The NVML stream regrouped: host facts, devices by index, target records, readings per GPU."""
+    """The NVML stream regrouped: host facts, devices by index, target records, readings per GPU
+    (in time order); ``malformed``: the stream's records dropped for their shape."""
 
-    host: dict[str, Any] = field(default_factory=dict)
-    devices: dict[int, dict[str, Any]] = field(default_factory=dict)
-    targets: list[dict[str, Any]] = field(default_factory=list)
-    readings: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    host: NvmlHostRecord | None = None
+    devices: dict[int, NvmlDeviceRecord] = field(default_factory=dict)
+    targets: list[NvmlTargetRecord] = field(default_factory=list)
+    readings: dict[int, list[NvmlReadingRecord]] = field(default_factory=lambda: defaultdict(list))
     malformed: int = 0
 
     def uuid(self, gpu: int) -> str:
-        return self.devices.get(gpu, {}).get("uuid") or f"nvml-gpu-{gpu}"
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def numbers(d: Any) -> dict[str, float]:
-    """The numeric entries of ``d`` (a hand-edited stream may hold anything)."""
-    return {k: v for k, v in d.items() if _is_num(v)} if isinstance(d, dict) else {}
-
-
-def _rows(rows: Any, width: int) -> list[list[float]]:
-    ok = isinstance(rows, list)
-    return [r for r in rows if isinstance(r, list) and len(r) == width and all(map(_is_num, r))] if ok else []
-
-
-def _dict(value: Any) -> dict[Any, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def clean_reading(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """A ``reading`` record reduced to well-typed parts; None when it has no time or GPU."""
-    if not (isinstance(rec.get("t_ns"), int) and isinstance(rec.get("gpu"), int)):
-        return None
-    samples = _dict(rec.get("samples"))
-    unknown = _dict(rec.get("unknown"))
-    return {"t_ns": rec["t_ns"], "gpu": rec["gpu"], "values": numbers(rec.get("values")),
-            "unknown": {str(k): str(v) for k, v in unknown.items()},
-            "samples": {str(k): _rows(v, 2) for k, v in samples.items()},
-            "process_samples": _rows(rec.get("process_samples"), 4)}
-
-
-def clean_target(rec: dict[str, Any]) -> dict[str, Any]:
-    """A ``target`` record with only well-formed GPU indices and [pid, bytes, instance] rows."""
-    pids = _dict(rec.get("pids"))
-    rows = {str(g): [r for r in v if isinstance(r, list) and len(r) == 3 and isinstance(r[0], int)]
-            for g, v in pids.items() if isinstance(v, list) and str(g).isdigit()}
-    return {**rec, "gpus": [g for g in rec["gpus"] if isinstance(g, int)], "pids": rows,
-            "matched": bool(rec.get("matched")),
-            "reason": rec.get("reason") if isinstance(rec.get("reason"), str) else None}
+        dev = self.devices.get(gpu)
+        return (dev.uuid if dev is not None else None) or f"nvml-gpu-{gpu}"
 
 
 def read_nvml(bundle: Bundle) -> NvmlData:
     data = NvmlData()
-    for rec in bundle.stream(NVML):
-        kind = rec.get("kind")
-        if kind == "host":
+    for rec in bundle.typed(NVML):
+        if isinstance(rec, NvmlHostRecord):
             data.host = rec
-        elif kind == "device" and isinstance(rec.get("gpu"), int):
-            data.devices[rec["gpu"]] = {**rec, **numbers(rec)}
-        elif kind == "target" and isinstance(rec.get("gpus"), list):
-            data.targets.append(clean_target(rec))
-        elif kind == "reading" and (clean := clean_reading(rec)) is not None:
-            data.readings[clean["gpu"]].append(clean)
+        elif isinstance(rec, NvmlDeviceRecord):
+            data.devices[rec.gpu] = rec
+        elif isinstance(rec, NvmlTargetRecord):
+            data.targets.append(rec)
         else:
-            data.malformed += 1
+            data.readings[rec.gpu].append(rec)
+    data.malformed = bundle.invalid_records.get(NVML.name, 0)
     for rows in data.readings.values():
-        rows.sort(key=lambda r: r["t_ns"])
+        rows.sort(key=lambda r: r.t_ns)
     return data
 
 
-def _series(readings: list[dict[str, Any]], key: str) -> tuple[list[tuple[int, float]], str]:
+def _series(readings: list[NvmlReadingRecord], key: str) -> tuple[list[tuple[int, float]], str]:
     """Samples drained from the driver buffer when there are any, else the polled values."""
-    drained = [(int(t) * 1000, v) for r in readings for t, v in (r.get("samples") or {}).get(key, [])]
+    drained = [(int(t) * 1000, v) for r in readings if key in r.samples for t, v in r.samples[key]]
     if drained:
         return drained, "nvmlDeviceGetSamples"
-    return [(r["t_ns"], r["values"][key]) for r in readings if key in r.get("values", {})], "polled"
+    return [(r.t_ns, r.values[key]) for r in readings if key in r.values], "polled"
 
 
-def _unknown_reason(readings: list[dict[str, Any]], key: str) -> str:
-    reasons = [r.get("unknown", {}).get(key) for r in readings]
-    return next((x for x in reversed(reasons) if x), "not reported")
+def _unknown_reason(readings: list[NvmlReadingRecord], key: str) -> str:
+    return next((r.unknown[key] for r in reversed(readings) if r.unknown.get(key)), "not reported")
 
 
-def _mean_metric(readings: list[dict[str, Any]], key: str, label: str, scale: float = 1.0,
+def _mean_metric(readings: list[NvmlReadingRecord], key: str, label: str, scale: float = 1.0,
                  ref: float | None = None) -> Metric:
     pts, how = _series(readings, key)
     if ref is not None:
@@ -150,79 +118,84 @@ def _mean_metric(readings: list[dict[str, Any]], key: str, label: str, scale: fl
 
 def nvml_metrics(data: NvmlData, gpu: int, target_pids: set[int]) -> dict[str, Metric]:
     """NVML-derived metrics of GPU ``gpu`` (``target_pids``: pids whose process samples count)."""
-    rows, dev = data.readings.get(gpu, []), data.devices.get(gpu, {})
+    rows, dev = data.readings.get(gpu, []), data.devices.get(gpu) or NvmlDeviceRecord(gpu=gpu)
     out = {
         "kernel_busy_pct": _mean_metric(rows, "gpu_util_pct", "utilization.gpu"),
         "memory_busy_pct": _mean_metric(rows, "mem_util_pct", "utilization.memory"),
         "pcie_tx_bytes_per_s": _mean_metric(rows, "pcie_tx_bytes_per_s", "PCIe TX throughput"),
         "pcie_rx_bytes_per_s": _mean_metric(rows, "pcie_rx_bytes_per_s", "PCIe RX throughput"),
     }
-    limit = dev.get("power_limit_mw")
+    limit = dev.power_limit_mw
     out["power_pct_of_limit"] = (_mean_metric(rows, "power_mw", "power draw / enforced limit", ref=limit)
                                  if limit else Metric(None, "NVML power", _dev_reason(dev, "power_limit_mw")))
     out["sm_clock_pct_of_max"] = _clock_metric(rows, dev)
     out["throttled_share_pct"] = _throttle_metric(rows)
-    out["mem_used_max_pct"] = _max_metric(rows, lambda v: 100.0 * v["mem_used_bytes"] / v["mem_total_bytes"]
-                                          if v.get("mem_total_bytes") and "mem_used_bytes" in v else None,
-                                          "memory used / total")
-    out["temp_c"] = _max_metric(rows, lambda v: v.get("temp_c"), "temperature (max)")
+    out["mem_used_max_pct"] = _max_metric(rows, _mem_used_pct, "memory used / total")
+    out["temp_c"] = _max_metric(rows, lambda v: v["temp_c"] if "temp_c" in v else None, "temperature (max)")
     out["target_sm_util_pct"] = _process_metric(rows, target_pids)
-    if dev.get("mig_mode"):  # NVML answers NotSupported for whole-device counters under MIG
+    if dev.mig_mode:  # NVML answers NotSupported for whole-device counters under MIG
         out = {k: m if m.value is not None else Metric(None, m.source, f"GPU in MIG mode: {m.reason}")
                for k, m in out.items()}
     return out
 
 
-def _dev_reason(dev: dict[str, Any], key: str) -> str:
-    return f"NVML {key}: {(dev.get('unknown') or {}).get(key, 'not reported')}"
+def _mem_used_pct(v: dict[str, float]) -> float | None:
+    """Memory used / total (%) of one reading's values; None without both (or with a zero total)."""
+    if "mem_used_bytes" in v and "mem_total_bytes" in v and v["mem_total_bytes"]:
+        return 100.0 * v["mem_used_bytes"] / v["mem_total_bytes"]
+    return None
 
 
-def _clock_metric(rows: list[dict[str, Any]], dev: dict[str, Any]) -> Metric:
-    top = dev.get("sm_clock_max_mhz")
+def _dev_reason(dev: NvmlDeviceRecord, key: str) -> str:
+    return f"NVML {key}: {dev.unknown[key] if key in dev.unknown else 'not reported'}"
+
+
+def _clock_metric(rows: list[NvmlReadingRecord], dev: NvmlDeviceRecord) -> Metric:
+    top = dev.sm_clock_max_mhz
     if not top:
         return Metric(None, "NVML SM clock", _dev_reason(dev, "sm_clock_max_mhz"))
-    busy = [r for r in rows if r["values"].get("gpu_util_pct", 0) >= BUSY_UTIL_PCT] or (
-        [r for r in rows if "gpu_util_pct" not in r["values"]])  # MIG: no utilisation, use all
-    pts = [(r["t_ns"], 100.0 * r["values"]["sm_clock_mhz"] / top) for r in busy if "sm_clock_mhz" in r["values"]]
+    busy = [r for r in rows if "gpu_util_pct" in r.values and r.values["gpu_util_pct"] >= BUSY_UTIL_PCT] or (
+        [r for r in rows if "gpu_util_pct" not in r.values])  # MIG: no utilisation, use all
+    pts = [(r.t_ns, 100.0 * r.values["sm_clock_mhz"] / top) for r in busy if "sm_clock_mhz" in r.values]
     value = time_weighted_mean(pts)
     src = f"NVML SM clock / max {top} MHz while kernels run ({len(pts)} readings)"
     return Metric(value, src, None if value is not None else "the GPU ran no kernels during the capture")
 
 
-def _throttle_metric(rows: list[dict[str, Any]]) -> Metric:
-    pts = [(r["t_ns"], 100.0 if int(r["values"]["clock_event_reasons"]) & sum(THROTTLE_BITS) else 0.0)
-           for r in rows if "clock_event_reasons" in r["values"]]
+def _throttle_metric(rows: list[NvmlReadingRecord]) -> Metric:
+    pts = [(r.t_ns, 100.0 if int(r.values["clock_event_reasons"]) & sum(THROTTLE_BITS) else 0.0)
+           for r in rows if "clock_event_reasons" in r.values]
     value = time_weighted_mean(pts)
     src = "NVML clock-event reasons (power cap, thermal, HW slowdown, power brake)"
     why = None if value is not None else f"NVML clock events: {_unknown_reason(rows, 'clock_event_reasons')}"
     return Metric(value, src, why)
 
 
-def throttle_breakdown(rows: list[dict[str, Any]]) -> dict[str, float]:
+def throttle_breakdown(rows: list[NvmlReadingRecord]) -> dict[str, float]:
     """Share of readings (%) in which each throttle reason was active."""
-    vals = [int(r["values"]["clock_event_reasons"]) for r in rows if "clock_event_reasons" in r["values"]]
+    vals = [int(r.values["clock_event_reasons"]) for r in rows if "clock_event_reasons" in r.values]
     if not vals:
         return {}
     return {name: round(100.0 * sum(1 for v in vals if v & bit) / len(vals), 1)
             for bit, name in THROTTLE_BITS.items()}
 
 
-def _max_metric(rows: list[dict[str, Any]], fn: Callable[[dict[str, Any]], float | None], label: str) -> Metric:
-    vals = [x for x in (fn(r["values"]) for r in rows if r.get("values")) if x is not None]
+def _max_metric(rows: list[NvmlReadingRecord], fn: Callable[[dict[str, float]], float | None], label: str) -> Metric:
+    vals = [x for x in (fn(r.values) for r in rows if r.values) if x is not None]
     if not vals:
         return Metric(None, f"NVML {label}", f"NVML {label}: not reported")
     return Metric(max(vals), f"NVML {label} ({len(vals)} readings)")
 
 
-def _process_metric(rows: list[dict[str, Any]], pids: set[int]) -> Metric:
+def _process_metric(rows: list[NvmlReadingRecord], pids: set[int]) -> Metric:
     by_t: dict[int, float] = defaultdict(float)
     for r in rows:
-        for pid, t_us, sm, _mem in r.get("process_samples") or []:
+        for pid, t_us, sm, _mem in r.process_samples:
             if pid in pids:
                 by_t[int(t_us) * 1000] += sm
     value = time_weighted_mean(by_t.items())
     src = f"NVML per-process SM utilisation of the target (nvmlDeviceGetProcessUtilization, {len(by_t)} samples)"
-    why = next((r["unknown"]["process_samples"] for r in rows if "process_samples" in r.get("unknown", {})),
+    why = next((r.unknown["process_samples"] for r in rows if "process_samples" in r.unknown),
                "no per-process samples for the target's pids")
     return Metric(value, src, None if value is not None else f"NVML: {why}")
 
@@ -246,21 +219,20 @@ GPM_KEYS = {
 
 @dataclass
 class GpmData:
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)  # by uuid
-    readings: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    devices: dict[str, GpmDeviceRecord] = field(default_factory=dict)  # by uuid
+    readings: dict[str, list[GpmReadingRecord]] = field(default_factory=lambda: defaultdict(list))
 
 
 def read_gpm(bundle: Bundle) -> GpmData:
+    """The GPM stream by GPU uuid; a reading counts once its GPU's device record came before it."""
     data, uuid_of = GpmData(), {}
-    for rec in bundle.stream(GPM):
-        if rec.get("kind") == "device" and isinstance(rec.get("gpu"), int):
-            uuid = str(rec.get("uuid") or f"nvml-gpu-{rec['gpu']}")
-            uuid_of[rec["gpu"]] = uuid
+    for rec in bundle.typed(GPM):
+        if isinstance(rec, GpmDeviceRecord):
+            uuid = rec.uuid or f"nvml-gpu-{rec.gpu}"
+            uuid_of[rec.gpu] = uuid
             data.devices[uuid] = rec
-        elif rec.get("kind") == "reading" and rec.get("gpu") in uuid_of and isinstance(rec.get("t_ns"), int):
-            unknown = rec.get("unknown") if isinstance(rec.get("unknown"), dict) else {}
-            data.readings[uuid_of[rec["gpu"]]].append(
-                {"t_ns": rec["t_ns"], "metrics": numbers(rec.get("metrics")), "unknown": unknown})
+        elif rec.gpu in uuid_of:
+            data.readings[uuid_of[rec.gpu]].append(rec)
     return data
 
 
@@ -269,20 +241,20 @@ def gpm_metrics(data: GpmData, uuid: str) -> tuple[dict[str, Metric], str | None
     dev = data.devices.get(uuid)
     if dev is None:
         return {}, None
-    if not dev.get("supported"):
-        return {}, dev.get("reason") or "GPM not supported"
+    if not dev.supported:
+        return {}, dev.reason or "GPM not supported"
     rows = data.readings.get(uuid, [])
     if not rows:
         return {}, "no GPM interval completed during the capture"
     out = {}
     for gkey, (mkey, gname) in GPM_KEYS.items():
-        pts = [(r["t_ns"], r["metrics"][gkey]) for r in rows if gkey in r.get("metrics", {})]
+        pts = [(r.t_ns, r.metrics[gkey]) for r in rows if gkey in r.metrics]
         value = time_weighted_mean(pts)
         src = f"GPM {gname} (nvmlGpmMetricsGet, {len(pts)} intervals)"
-        why = next((r["unknown"][gkey] for r in rows if gkey in r.get("unknown", {})), "not reported")
+        why = next((r.unknown[gkey] for r in rows if gkey in r.unknown), "not reported")
         out[mkey] = Metric(value, src, None if value is not None else f"GPM {gname}: {why}")
     return out, None
 
 
-__all__ = ["GpmData", "Metric", "NvmlData", "gpm_metrics", "nvml_metrics", "read_gpm", "read_nvml",
+__all__ = ["GpmData", "Metric", "NvmlData", "gpm_metrics", "numbers", "nvml_metrics", "read_gpm", "read_nvml",
            "throttle_breakdown", "time_weighted_mean"]

@@ -1,6 +1,9 @@
 """GPU signals: time weighting, best source per signal, and one GPU seen by NVML and DCGM at once."""
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
 from diagnose.bundle import Bundle
@@ -12,6 +15,7 @@ from diagnose.signals.gpu import SIGNALS, pick
 from diagnose.signals.gpu_series import Metric, time_weighted_mean
 from diagnose.verdict.analyze import analyze
 from gpu_replay import DcgmServer, capture, replay_factory, smi_recording, t4_recording
+from helpers import REPO
 
 SPEC = {s.name: s for s in SIGNALS}
 
@@ -98,3 +102,27 @@ def test_malformed_gpu_records_cost_only_themselves(workload, tmp_path):
     assert a.signals["gpu.tensor_active_pct"].value == pytest.approx(93.0433)
     assert a.data_quality["nvml_malformed_records"] == 1
     assert "gpu_signals" not in a.data_quality.get("source_errors", {})
+
+
+def test_a_gpu_record_of_the_wrong_shape_is_dropped_and_counted_and_costs_nothing_else(tmp_path):
+    """Typed records (diagnose/bundle/records/gpu.py) on a real H200 recording: a device record with
+    a name that is not text, a record of an unknown kind and a DCGM scrape whose entity is not an
+    object are dropped and counted; a reading with one malformed number keeps its other numbers."""
+    b = tmp_path / "b"
+    shutil.copytree(REPO / "fixtures" / "gpu" / "compute-bf16-matmul", b,
+                    ignore=shutil.ignore_patterns("findings.json", "report.md"))
+    good = analyze(Bundle.open(b)).signals
+    last = max(json.loads(ln)["t_ns"] for ln in (b / "nvml.jsonl").read_text().splitlines() if '"reading"' in ln)
+    with open(b / "nvml.jsonl", "a") as fh:
+        fh.write('{"kind": "device", "gpu": 0, "name": 5, "power_limit_mw": 1}\n{"kind": "bogus"}\n')
+        fh.write(json.dumps({"kind": "reading", "gpu": 0, "t_ns": last + 100_000_000,
+                             "values": {"gpu_util_pct": "busy", "temp_c": 99}}) + "\n")
+    (b / "dcgm.jsonl").write_text('{"kind": "scrape", "t_ns": 5, "entities": [5]}\n')
+    a = analyze(Bundle.open(b))
+    assert "gpu_signals" not in a.data_quality.get("source_errors", {})
+    assert a.data_quality["invalid_stream_records"] == {"nvml.jsonl": 2, "dcgm.jsonl": 1}
+    assert a.data_quality["nvml_malformed_records"] == 2 and a.data_quality["dcgm_scrapes"] == 0
+    assert a.signals["gpu.temp_max_c"].value == 99  # the malformed reading's good number counts
+    for name in ("gpu.kernel_busy_pct", "gpu.power_pct_of_limit", "gpu.sm_active_pct"):  # the device stays H200's
+        assert a.signals[name].value == pytest.approx(good[name].value), name
+    assert a.details["gpu_devices"][0]["name"] == "NVIDIA H200"

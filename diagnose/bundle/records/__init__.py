@@ -20,6 +20,7 @@ import msgspec
 
 from diagnose.bundle.records.agent import GcPauseRecord, TorchTraceRecord
 from diagnose.bundle.records.base import Count, Finite, Record, UnixNs
+from diagnose.bundle.records.gpu import DcgmRecord, GpmRecord, NvmlRecord
 from diagnose.bundle.records.pyspy import PyspySourceRecord, PyspyWindowRecord, ThreadNameRecord
 from diagnose.bundle.records.serving import ServingRecord
 
@@ -28,6 +29,7 @@ from diagnose.bundle.records.serving import ServingRecord
 RECORD_TYPES: dict[str, Any] = {t.__name__: t for t in (
     PyspyWindowRecord, PyspySourceRecord, ThreadNameRecord, GcPauseRecord, TorchTraceRecord)}
 RECORD_TYPES["ServingRecord"] = ServingRecord
+RECORD_TYPES.update(NvmlRecord=NvmlRecord, GpmRecord=GpmRecord, DcgmRecord=DcgmRecord)
 
 
 def decoder(type_name: str) -> msgspec.json.Decoder[Any]:

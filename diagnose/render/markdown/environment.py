@@ -22,10 +22,10 @@ def _gpus(report: Report) -> list[str]:
     nv = read_nvml(report.bundle)
     names: dict[str, int] = {}
     for dev in nv.devices.values():
-        name = str(dev.get("name") or "GPU")
+        name = dev.name or "GPU"
         names[name] = names.get(name, 0) + 1
     out = [f"{n} x {name}" for name, n in names.items()]
-    driver = nv.host.get("driver_version")
+    driver = nv.host.driver_version if nv.host is not None else None
     return out + ([f"NVIDIA driver {driver}"] if driver else [])
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus
 from diagnose.bundle.streams import PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS
 from diagnose.collectors.base import CaptureOptions, Collector, Probe, target_alive
-from diagnose.collectors.priority import lower_this_thread
+from diagnose.collectors.priority import lower_this_thread, restore_process
 from diagnose.collectors.source_lines import Credentials, read_source
 from diagnose.model import Target
 
@@ -309,6 +309,7 @@ class PySpyCollector(Collector):
         with self._child_lock:
             child = self._child
         if child is not None and child.poll() is None:
+            restore_process(child.pid)  # it writes its window now, on a core (collectors/priority.py)
             try:  # SIGINT makes py-spy stop sampling and write what it has
                 os.killpg(child.pid, signal.SIGINT)
             except ProcessLookupError:

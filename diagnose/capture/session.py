@@ -102,6 +102,7 @@ class Capture:
             self._write_manifest(writer, started_ns, None, "capturing", statuses.values())
             end_reason = self._wait(collectors, statuses, stop, on_progress)
         finally:  # a full disk or any error: started collectors (and py-spy children) still stop
+            priority.restore_all()  # their last readings and py-spy's last window get a core now
             final = self._stop_all(collectors, statuses)
         ended_ns = self.clock.time_ns()
         partial = end_reason != "duration reached" or any(

@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent('''
     names = ["diagnose.agent"]
     for pkg in (diagnose.agent.inproc, diagnose.bundle):
         names += [pkg.__name__ + "." + m.name for m in pkgutil.iter_modules(pkg.__path__)
-                  if m.name != "importers"]  # host-side: the agent never imports the importers
+                  if m.name not in ("importers", "records")]  # host-side: the agent never reads a bundle
     for name in names:
         importlib.import_module(name)
 

@@ -33,3 +33,24 @@ def test_a_lowered_thread_and_its_child_run_at_sched_idle():
     assert priority.applied() == {"diagnose-test-lowered": priority.SCHED_IDLE}
     # the calling (main) thread keeps its own priority: the analysis and the live view are not slowed
     assert _policy_and_nice(threading.get_native_id())[0] == os.SCHED_OTHER
+
+
+def test_a_stopping_capture_gives_lowered_threads_their_priority_back():
+    """On a saturated host a SCHED_IDLE thread would not get the core to write its last window."""
+    lowered, resume = threading.Event(), threading.Event()
+    seen: dict[str, tuple[int, int]] = {}
+
+    def collector() -> None:
+        priority.lower_this_thread()
+        lowered.set()
+        resume.wait(30)
+        seen["after"] = _policy_and_nice(threading.get_native_id())
+
+    priority.reset()
+    t = threading.Thread(target=collector, name="diagnose-test-restored")
+    t.start()
+    lowered.wait(30)
+    priority.restore_all()
+    resume.set()
+    t.join(30)
+    assert seen["after"] == (os.SCHED_OTHER, 0)

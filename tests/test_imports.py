@@ -26,7 +26,6 @@ OWN_NODES = ("diagnose.bundle.importers",)
 MAX_LINES = 450
 LONG_MODULES = {
     "diagnose/account/threads.py",  # being split by the typed-data change
-    "diagnose/render/perfetto.py",  # split into diagnose/render/perfetto/ once its typed GPU records are in
 }
 
 

@@ -16,7 +16,7 @@ from diagnose.bundle.streams import GC, SPANS
 from diagnose.model import Report
 from diagnose.pipeline import analyse
 from diagnose.render import render
-from diagnose.render.perfetto import FINDINGS, GC_PID, GPU, KERNELS, PROC, PYSPY, REQUESTS, TID_BLOCK, TORCH_CPU
+from diagnose.render.perfetto.events import FINDINGS, GC_PID, GPU, KERNELS, PROC, PYSPY, REQUESTS, TID_BLOCK, TORCH_CPU
 from diagnose.signals.timeline import load_timed_stacks
 from helpers import REPO
 
@@ -240,10 +240,10 @@ def test_a_gap_finding_sits_at_the_longest_gpu_gap():
 
 
 def test_past_the_event_limit_the_shortest_slices_go_and_the_document_says_so(monkeypatch):
-    from diagnose.render import perfetto
+    from diagnose.render.perfetto import PerfettoRenderer
 
     report, full = _rendered("service-tiny-kernels")
-    monkeypatch.setattr(perfetto, "MAX_EVENTS", 3000)
+    monkeypatch.setattr(PerfettoRenderer, "max_events", 3000)
     doc = json.loads(render(report, "perfetto"))
     assert check_trace(doc) == []
     assert len([e for e in doc["traceEvents"] if e["ph"] not in "Mi"]) == 3000
@@ -257,7 +257,8 @@ def test_past_the_event_limit_the_shortest_slices_go_and_the_document_says_so(mo
 
 
 def test_slices_that_overlap_without_nesting_are_clipped_to_nest():
-    from diagnose.render.perfetto import Event, _nest
+    from diagnose.render.perfetto.document import _nest
+    from diagnose.render.perfetto.events import Event
 
     notes: dict = {}
     a, b, c = (Event("X", t, KERNELS, 7, n, dur_ns=d) for t, n, d in ((0, "a", 10), (5, "b", 10), (20, "c", 1)))

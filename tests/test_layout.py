@@ -24,3 +24,16 @@ def test_tests_mirror_the_stages():
     # the packages depend on each other): no pipeline stage
     assert sorted(p.name for p in (REPO / "tests").glob("test_*.py")) == ["test_docs.py", "test_imports.py",
                                                                            "test_layout.py"]
+
+
+def test_every_package_is_in_the_list_a_wheel_is_built_from():
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for base, root in {"diagnose": REPO / "diagnose", "diagnose.collectors": REPO / "collectors",
+                       "diagnose.rules": REPO / "rules"}.items():
+        for folder in (root, *root.rglob("*")):
+            if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("*.py")):
+                found.add(".".join([base, *folder.relative_to(root).parts]))
+    assert found == listed, f"missing from pyproject's packages: {found - listed}; listed, not there: {listed - found}"

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from diagnose.results.quality import DataQuality
+
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle
 
@@ -278,7 +282,7 @@ class Analysis:
     not_judged: tuple[NotJudged, ...]
     top_stacks: tuple[StackShare, ...] = ()
     threads: tuple[ThreadSummary, ...] = ()
-    data_quality: dict[str, Any] = field(default_factory=dict)
+    data_quality: DataQuality = field(default_factory=DataQuality)  # how well it measured, per source
     details: dict[str, Any] = field(default_factory=dict)  # JSON-ready tables per signal source
     accounts: tuple[Account, ...] = ()  # where the time went, the limiting resource's first
 
@@ -291,9 +295,17 @@ class Analysis:
             "not_judged": [n.to_json() for n in self.not_judged],
             "top_stacks": [s.to_json() for s in self.top_stacks],
             "threads": [t.to_json() for t in self.threads],
-            "data_quality": self.data_quality,
+            "data_quality": msgspec.to_builtins(self.data_quality, enc_hook=_scalar),
             "details": self.details,
         }
+
+
+def _scalar(obj: Any) -> Any:
+    """A numpy scalar (a figure a signal computed with numpy) as its Python number; else TypeError."""
+    item = getattr(obj, "item", None)
+    if callable(item) and type(obj).__module__ == "numpy":
+        return item()
+    raise TypeError(f"not JSON: {type(obj).__name__}")
 
 
 @dataclass(frozen=True)

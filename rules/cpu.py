@@ -39,6 +39,39 @@ _CPU_RULES: tuple[Rule, ...] = (
          "Tokenize in parallel worker processes, pipelined with the model"),
     ),
     Rule(
+        "service.input_pipeline", "The training loop waits for its input pipeline", Q.SERVICE, L.SERVICE,
+        S.CRITICAL,
+        (Condition("cpu.input_pipeline_share_pct", ">=", 25.0, 50.0),),
+        "{0:.0f}% of active thread-time is the input pipeline: the DataLoader's fetch (decode, augmentation, "
+        "collate) on the training loop's thread, or the loop waiting for its workers' next batch; the model "
+        "waits for data meanwhile.",
+        ("Load in parallel: DataLoader(num_workers=N) with N up to the free cores, persistent_workers=True and "
+         "prefetch_factor=2-4, so the next batches are ready while the step runs",
+         "Move decoding and augmentation off the loop: decode once and cache, or augment batched tensors on "
+         "the GPU (torchvision.transforms.v2, DALI)",
+         "pin_memory=True with non_blocking=True copies, so the host-to-device copy overlaps the step"),
+    ),
+    Rule(
+        "service.loop_blocked", "A blocking call holds the event loop", Q.SERVICE, L.SERVICE, S.CRITICAL,
+        (Condition("cpu.category_share_pct[loop_blocked]", ">=", 20.0, 50.0),),
+        "{0:.0f}% of active thread-time the event loop sat in a synchronous call inside a coroutine (a blocking "
+        "socket or HTTP call, time.sleep, a lock), not in its selector: every request on the loop waited for it.",
+        ("Make the call asynchronous: an async client (aiohttp, httpx.AsyncClient, asyncpg) or asyncio.sleep",
+         "Or hand it off: await loop.run_in_executor(None, call) / asyncio.to_thread(call) for blocking code "
+         "that has no async version",
+         "Then measure the peer: with the loop free, its latency is what requests wait for"),
+    ),
+    Rule(
+        "service.preprocessing", "Request pre-processing dominates the CPU", Q.SERVICE, L.SERVICE, S.WARNING,
+        (Condition("cpu.category_share_pct[preprocess]", ">=", 30.0, 50.0),),
+        "{0:.0f}% of active thread-time decodes or transforms inputs (Pillow, OpenCV, torchvision "
+        "transforms) before the model.",
+        ("Pre-process in a process pool or a separate stage pipelined with the model, not on the request thread",
+         "Decode less: at the target size (Pillow draft(), turbojpeg scaling), or take the model-ready size "
+         "from the client",
+         "Batch the transforms on tensors (on the GPU where the model runs)"),
+    ),
+    Rule(
         "service.python_overhead", "Interpreted Python code dominates", Q.SERVICE, L.SERVICE, S.WARNING,
         (Condition("cpu.category_share_pct[python]", ">=", 60.0, 30.0),
          Condition("cpu.max_thread_demand_pct", ">=", 70.0, 25.0)),

@@ -7,7 +7,7 @@ from helpers import REPO
 ROOT_MODULES = {"__init__.py", "__main__.py", "pipeline.py", "model.py"}
 ENTRY = {"cli"}  # the command line: one module per command family (diagnose/cli/__init__.py), no stage
 STAGES = {"capture", "bundle", "signals", "account", "capacity", "compare", "traces", "ranks", "verdict", "render",
-          "export", "tui", "agent", "doctor", "demo", "catalogs"}
+          "export", "tui", "agent", "doctor", "demo", "catalogs", "results"}
 
 
 def test_package_root_holds_only_the_entry_the_pipeline_and_the_model():

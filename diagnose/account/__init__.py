@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import msgspec
+
 from diagnose.account.engine import engine_account
 from diagnose.account.gpu import gpu_account, gpu_counters_account, torch_cpu_account
 from diagnose.account.requests import request_account
@@ -21,9 +23,9 @@ from diagnose.signals import Extracted
 
 SOURCES: tuple[tuple[str, Callable[[Bundle, Extracted], Account | None]], ...] = (
     ("gpu", lambda b, ex: gpu_account(ex.signals, ex.details)
-     or gpu_counters_account(ex.signals, ex.data_quality.get("capture_s"))),
+     or gpu_counters_account(ex.signals, ex.data_quality.capture_s)),
     # with a kernel timeline too, the counters' account is a second opinion on the GPU's busy time
-    ("gpu_counters", lambda b, ex: gpu_counters_account(ex.signals, ex.data_quality.get("capture_s"))
+    ("gpu_counters", lambda b, ex: gpu_counters_account(ex.signals, ex.data_quality.capture_s)
      if gpu_account(ex.signals, ex.details) is not None else None),
     ("threads", lambda b, ex: thread_account(b, ex.signals)),
     ("requests", lambda b, ex: request_account(ex.signals, ex.details)),
@@ -34,16 +36,21 @@ SOURCES: tuple[tuple[str, Callable[[Bundle, Extracted], Account | None]], ...] =
 
 def build_accounts(bundle: Bundle, ex: Extracted) -> tuple[Account, ...]:
     """Every account the bundle supports, in SOURCES order (the limiting-resource preference). A
-    malformed stream costs its account (named in ``data_quality["account_errors"]``), not the rest."""
+    malformed stream costs its account (named in ``data_quality.streams.account_errors``), not the rest."""
     found = []
+    errors: dict[str, str] = {}
     for name, source in SOURCES:
         try:
             acc = source(bundle, ex)
         except MALFORMED as exc:
-            ex.data_quality.setdefault("account_errors", {})[name] = f"{type(exc).__name__}: {str(exc)[:160]}"
+            errors[name] = f"{type(exc).__name__}: {str(exc)[:160]}"
             continue
         if acc is not None and acc.terms:
             found.append(acc)
+    if errors:
+        dq = ex.data_quality
+        ex.data_quality = msgspec.structs.replace(dq, streams=msgspec.structs.replace(
+            dq.streams, account_errors={**dq.streams.account_errors, **errors}))
     return tuple(found) + _apart(ex)
 
 

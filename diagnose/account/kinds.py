@@ -37,6 +37,18 @@ KINDS: dict[str, TermKind] = {k.kind: k for k in (
     _k("cpu.serialization", "serialization (json/pickle/protobuf)", Q.SERVICE, L.SERVICE, "service.serialization"),
     _k("cpu.tokenization", "tokenization", Q.SERVICE, L.SERVICE, "service.tokenization"),
     _k("cpu.python", "interpreted Python code", Q.SERVICE, L.SERVICE, "service.python_overhead"),
+    _k("cpu.preprocess", "pre-processing inputs on the CPU (image/audio decode, resize, transforms)", Q.SERVICE,
+       L.SERVICE, "service.preprocessing"),
+    # A training loop's input pipeline: the DataLoader's fetch on the loop's own thread, or the loop
+    # waiting for its workers; either way the model waits for data (service layer: the code around it).
+    _k("cpu.input", "the input pipeline on the training loop's thread (DataLoader fetch: decode, augment, collate)",
+       Q.SERVICE, L.SERVICE, "service.input_pipeline"),
+    _k("wait.input", "the training loop waiting for its DataLoader workers' next batch", Q.SERVICE, L.SERVICE,
+       "service.input_pipeline"),
+    # A synchronous call inside a coroutine: its wait (on a peer, a sleep, a lock) holds the whole loop, so
+    # the fix is in the service (an async client, run_in_executor), not in the peer.
+    _k("wait.loop_blocked", "the event loop blocked in a synchronous call inside a coroutine (every request "
+       "on it waits)", Q.SERVICE, L.SERVICE, "service.loop_blocked"),
     _k("cpu.gc", "garbage collection", Q.SERVICE, L.SERVICE, "secondary.gc_in_tail"),
     _k("io.copy", "copying data through sockets or files (kernel CPU)", Q.IO, L.SYSTEM, "io.data_movement"),
     _k("io.wait", "waiting on sockets, files or pipes", Q.IO, L.SYSTEM, "io.blocked_in_stacks"),
@@ -98,14 +110,16 @@ CATEGORY_KIND: dict[str, str] = {
     Category.FRAMEWORK_COMPUTE: "cpu.compute", Category.SERIALIZATION: "cpu.serialization",
     Category.TOKENIZATION: "cpu.tokenization", Category.PYTHON: "cpu.python", Category.GC: "cpu.gc",
     Category.IO_CPU: "io.copy", Category.IO_WAIT: "io.wait", Category.IO_MAYBE: "io.wait",
-    Category.CUDA_SYNC: "gpu.wait",
+    Category.CUDA_SYNC: "gpu.wait", Category.PREPROCESS: "cpu.preprocess", Category.INPUT_PIPELINE: "cpu.input",
+    Category.INPUT_WAIT: "wait.input", Category.LOOP_BLOCKED: "wait.loop_blocked",
 }
 # Kinds a thread holds while running (part of it may be spent runnable, waiting for a core).
 ON_CPU = frozenset({"cpu.compute", "cpu.memory", "cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc",
-                    "io.copy"})
+                    "io.copy", "cpu.preprocess", "cpu.input"})
 # Work of a Python thread that, found asleep in a futex, may wait for the GIL: Python code, or a
 # native call (numpy/torch) that released the GIL and waits to take it back.
-GIL_WAITERS = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "cpu.compute"})
+GIL_WAITERS = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "cpu.compute",
+                         "cpu.preprocess", "cpu.input"})
 # Work that holds the GIL while it runs (native framework compute releases it).
 GIL_HOLDING = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc"})
 

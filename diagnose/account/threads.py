@@ -68,6 +68,7 @@ _WORK_LOOPS = tuple(re.compile(p) for p in WORK_LOOPS)
 _SYNC = re.compile(SYNC_INTERNALS)
 _QUEUE_GETS = frozenset({"Queue.get", "SimpleQueue.get", "LifoQueue.get", "PriorityQueue.get"})
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
+BLOCKED_CLASSES = frozenset({"io_wait", "lock_wait", "sleep"})  # kernel readings of a thread held in a call
 NOT_WORK = frozenset({"idle.work", STOPPED})  # what other threads' waits are never attributed to
 
 
@@ -215,6 +216,10 @@ def _kind(cat: str, reading: Reading | None) -> str:
     py-spy shows where a thread is; the kernel says whether it runs: Python frames asleep in an
     event wait or a sleep wait for work, asleep on IO wait on IO, asleep in a futex maybe the GIL."""
     kind = CATEGORY_KIND.get(cat, "cpu.python")
+    if kind == "wait.loop_blocked" and reading is not None and reading.cls not in BLOCKED_CLASSES:
+        # a loop caught in a callback's socket call that the kernel shows in its selector (or running) was
+        # not held there: a non-blocking recv or send of the transport, returning at once
+        return "idle.work" if reading.cls == "event_wait" else "cpu.python"
     if kind not in ON_CPU or reading is None:
         return kind
     if reading.cls == "lock_wait":

@@ -138,8 +138,8 @@ def echo_account(rep) -> None:
 
     for line in account_lines(rep.analysis) + serving_lines(rep.analysis.details):
         click.echo(line)
-    for key in ("traces_apart", "ranks_not_compared"):
-        warning = rep.analysis.data_quality.get(key)
+    torch = rep.analysis.data_quality.torch
+    for warning in (torch.traces_apart, torch.ranks_not_compared) if torch else ():
         if warning:
             click.echo(printable(f"diagnose: warning: {warning}"), err=True)
 

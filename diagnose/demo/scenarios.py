@@ -24,7 +24,7 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("service", "a serial pure-Python tokenizer and single-threaded JSON serialization of large "
-             "payloads on the event loop, in front of one model worker queue", 60, 16, 1, 8),
+             "payloads on the event loop, in front of one model worker queue", 300, 16, 1, 8),
     Scenario("compute", "large batched matmuls (a 1024-2048-2048-1024 MLP over 16 rows a request, "
              "batches of up to 16 requests) saturate the cores", 20, 16, 1, 16),
     Scenario("bandwidth", "memory-streaming tensor ops with little arithmetic: a residual update over a "
@@ -32,7 +32,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("io", "each request waits on a slow upstream HTTP service (limited to 2 requests at a time) "
              "through a connection pool of 2", 60, 32, 1, 8, upstream=True),
     Scenario("unbatched", "one model worker runs batch-1 forwards of a wide MLP (1024-4096-4096-10, 15-40 ms "
-             "each) under many concurrent clients: requests queue behind it", 100, 32, 1, 1),
+             "each) under many concurrent clients: requests queue behind it", 300, 32, 1, 1),
     Scenario("llm", "a small causal LM (random weights) generating token by token with a KV cache, "
              "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 4, 8, 1, 1, stream=True),
     Scenario("healthy", "well batched, fast serialization, offered well below capacity: nothing dominates",

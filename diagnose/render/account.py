@@ -47,8 +47,7 @@ __all__ = ["AccountRow", "MIN_SHARE", "account_lines", "account_rows", "account_
 
 def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
     """The limiting account as plain text lines, for the terminal (``analyze``, ``attach``)."""
-    notes = [f"data quality: {w['text']}" for w in a.data_quality.get("warnings") or []
-             if isinstance(w, dict) and w.get("text")]
+    notes = [f"data quality: {w.text}" for w in a.data_quality.warnings if w.text]
     if not a.accounts:
         return ["where the time went: no source in this capture accounts for time", *notes]
     out = []

@@ -10,9 +10,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from diagnose.bundle import Bundle
 from diagnose.bundle.errors import MALFORMED
 from diagnose.model import Signal, StackShare, ThreadSummary
+from diagnose.results.quality import DataQuality, StreamsQuality
 from diagnose.signals.base import SignalSource, SourceResult
 from diagnose.signals.cpu import cpu_signals
 from diagnose.signals.gpu import gpu_signals
@@ -23,12 +26,13 @@ from diagnose.signals.timeline import timeline_signals
 SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_signals, serving_signals)
 
 
-
-
 @dataclass
 class Extracted:
+    """Every source's result together; the account and the verdict add their parts of
+    ``data_quality`` (frozen: replaced, never changed in place)."""
+
     signals: dict[str, Signal] = field(default_factory=dict)
-    data_quality: dict[str, Any] = field(default_factory=dict)
+    data_quality: DataQuality = field(default_factory=DataQuality)
     details: dict[str, Any] = field(default_factory=dict)
     threads: tuple[ThreadSummary, ...] = ()
     top_stacks: tuple[StackShare, ...] = ()
@@ -45,27 +49,31 @@ def _finite(sig: Signal) -> Signal:
 def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
             params: AnalysisParams = DEFAULT_PARAMS) -> Extracted:
     out = Extracted()
+    source_errors: dict[str, str] = {}
     for source in sources:
         try:
             r = source(bundle, params)
         except MALFORMED as exc:  # a hand-edited or corrupt stream costs its signals, not the report
-            out.data_quality.setdefault("source_errors", {})[source.__name__] = (
-                f"{type(exc).__name__}: {str(exc)[:160]}")
+            source_errors[source.__name__] = f"{type(exc).__name__}: {str(exc)[:160]}"
             continue
         out.signals.update({n: _finite(sig) for n, sig in r.signals.items()})
-        out.data_quality.update(r.data_quality)
+        out.data_quality = out.data_quality.merged(r.data_quality)
         out.details.update(r.details)
         out.threads += r.threads
         out.top_stacks += r.top_stacks
-    out.data_quality["torn_stream_lines"] = dict(bundle.torn_lines)
-    if bundle.invalid_records:
-        out.data_quality["invalid_stream_records"] = dict(bundle.invalid_records)
-    if bundle.unreadable:  # FIFOs, devices, symlinks planted in a bundle: never read, said here
-        out.data_quality["unreadable_members"] = dict(bundle.unreadable)
-    m = bundle.manifest
-    if m.get("started_ns") and m.get("ended_ns") and m["ended_ns"] > m["started_ns"]:
-        out.data_quality["capture_s"] = round((m["ended_ns"] - m["started_ns"]) / 1e9, 2)
+    # FIFOs, devices, symlinks planted in a bundle (unreadable): never read, said here
+    streams = StreamsQuality(torn_lines=dict(bundle.torn_lines), invalid_records=dict(bundle.invalid_records),
+                             unreadable_members=dict(bundle.unreadable), source_errors=source_errors)
+    out.data_quality = msgspec.structs.replace(out.data_quality, streams=streams, capture_s=capture_s(bundle))
     return out
 
 
-__all__ = ["SIGNAL_SOURCES", "Extracted", "SourceResult", "extract"]
+def capture_s(bundle: Bundle) -> float | None:
+    """The capture's length from the manifest (end - start, s, 2 decimals); None when unknown."""
+    m = bundle.manifest
+    if m.get("started_ns") and m.get("ended_ns") and m["ended_ns"] > m["started_ns"]:
+        return float(round((m["ended_ns"] - m["started_ns"]) / 1e9, 2))
+    return None
+
+
+__all__ = ["SIGNAL_SOURCES", "Extracted", "SourceResult", "capture_s", "extract"]

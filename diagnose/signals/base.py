@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.bundle import Bundle, CollectorState
 from diagnose.model import Signal, StackShare, ThreadSummary
+from diagnose.results.quality import DataQuality
 
 if TYPE_CHECKING:
     from diagnose.signals.params import AnalysisParams
@@ -16,12 +17,13 @@ if TYPE_CHECKING:
 class SourceResult:
     """Signals from one kind of stream, plus figures for the report.
 
-    ``data_quality``: small scalars (counts, ratios, measured errors). ``details``: JSON-ready
+    ``data_quality``: the source's own sections of DataQuality (counts, ratios, measured errors; the
+    others None; ``extract`` lays each source's sections over the others'). ``details``: JSON-ready
     tables for renderers (e.g. idle gaps, latency percentiles), keyed by a name unique to the source.
     """
 
     signals: dict[str, Signal]
-    data_quality: dict[str, Any] = field(default_factory=dict)
+    data_quality: DataQuality = field(default_factory=DataQuality)
     details: dict[str, Any] = field(default_factory=dict)
     threads: tuple[ThreadSummary, ...] = ()
     top_stacks: tuple[StackShare, ...] = ()

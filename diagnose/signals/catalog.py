@@ -116,6 +116,9 @@ _CPU: tuple[SignalSpec, ...] = (
     _cpu(f"cpu.category_share_pct[{KEY}]", "%", H,
          f"{PYSPY}, frames classified by catalogs/frames.py: share of non-idle sampled thread-time "
          f"in {KEY}", keys=_CPU_CATEGORIES, worse_by_key=_WORK_CATEGORY),
+    _cpu("cpu.input_pipeline_share_pct", "%", H,
+         f"{PYSPY}: share of non-idle sampled thread-time in a DataLoader's fetch on the training loop's thread "
+         "or waiting for its workers (input_pipeline + input_wait; call paths of catalogs/frames.py)"),
     _cpu("cpu.idle_share_pct", "%", N, f"{PYSPY}: share of sampled thread-time parked waiting for work"),
     _cpu("stacks.sampled_s", "s", N, f"{PYSPY}: sampled thread-time over all windows"),
     _cpu("cpu.process_util_pct", "%", N, f"{PROC} cpu_times: process CPU utilisation, 100% = one core"),

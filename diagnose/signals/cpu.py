@@ -7,20 +7,25 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from diagnose.bundle import Bundle
 from diagnose.bundle.records import PyspyWindowRecord
 from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, THREADS
 from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED, Category
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
+from diagnose.results.quality import DataQuality, PyspyQuality
 from diagnose.signals.base import SourceResult, collector_reason
+from diagnose.signals.join import TimedStack
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.process import ProcessSummary, process_signals, summarize
 from diagnose.signals.process_gaps import process_gaps
 from diagnose.signals.pyspy_rate import WindowRate, rate_quality, window_rate
-from diagnose.signals.stacks import Frame, Segment, StackProfile, classify, segments_from_chrometrace
+from diagnose.signals.stacks import Frame, Segment, StackProfile, categorize, segments_from_chrometrace
 from diagnose.signals.threads import KernelTimeline, Reading, thread_usage
 
 PYSPY_SRC = "py-spy (chrometrace, sampled thread-time)"
+AGENT_THREAD_PREFIX = "diagnose-"  # the agent's own threads in the target: the measurement, not the service
 KERNEL_TOLERANCE_NS = 60_000_000  # a reading within 60 ms of a segment speaks for it (10 Hz readings)
 
 
@@ -72,12 +77,41 @@ def pyspy_windows(bundle: Bundle) -> tuple[PyspyWindow, ...]:
     return bundle.derived("pyspy.windows", parse)
 
 
+def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
+    """py-spy stacks on the Unix clock: window ``origin_ns`` + chrometrace ``ts`` (µs), built once
+    per bundle (the CPU source counts them, the timeline joins them).
+
+    The agent's own threads in the target (named ``diagnose-*``) are left out: they are the
+    measurement, not the service. A thread's name is the one py-spy reported in any sample.
+    """
+    return list(bundle.derived("pyspy.timed_stacks", lambda: tuple(_timed_stacks(bundle))))
+
+
+def _timed_stacks(bundle: Bundle) -> list[TimedStack]:
+    sources = load_sources(bundle)
+    segs = []
+    for w in pyspy_windows(bundle):
+        origin = w.record.origin
+        if origin is not None and w.segments is not None:
+            segs += [(origin, seg) for seg in w.segments]
+    names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
+    out = []
+    for origin, seg in segs:
+        name = names.get(seg.tid, "?")
+        if name.startswith(AGENT_THREAD_PREFIX):
+            continue
+        cat = stack_category(bundle, seg.frames, sources)
+        out.append(TimedStack(seg.tid, name, origin + int(seg.start_us * 1000),
+                              origin + int(seg.end_us * 1000), seg.frames, cat))
+    return out
+
+
 def stack_category(bundle: Bundle, frames: tuple[Frame, ...], sources: dict[tuple[str, int], str]) -> str:
     """The frame catalog's category of a stack, classified once per bundle."""
     cache: dict[tuple[Frame, ...], str] = bundle.derived("pyspy.categories", dict)
     cat = cache.get(frames)
     if cat is None:
-        cat = cache[frames] = classify(frames, sources)
+        cat = cache[frames] = categorize(frames, sources)
     return cat
 
 
@@ -143,6 +177,11 @@ def stack_signals(profile: StackProfile, reason: str) -> dict[str, Signal]:
         else:
             out[name] = Signal(name, 100.0 * profile.by_category.get(cat, 0.0) / active, "%",
                                PYSPY_SRC + ", share of non-idle thread-time")
+    name = "cpu.input_pipeline_share_pct"
+    parts = (f"cpu.category_share_pct[{Category.INPUT_PIPELINE}]", f"cpu.category_share_pct[{Category.INPUT_WAIT}]")
+    known = [out[p] for p in parts if out[p].known]
+    out[name] = (Signal(name, sum(s.value or 0.0 for s in known), "%", PYSPY_SRC + ", input_pipeline + input_wait")
+                 if known else missing(name, "%", PYSPY_SRC, out[parts[0]].reason or reason))
     name = "cpu.idle_share_pct"
     out[name] = (Signal(name, 100.0 * (profile.sampled_s - active) / profile.sampled_s, "%", PYSPY_SRC)
                  if profile.sampled_s > 0 else missing(name, "%", PYSPY_SRC, reason))
@@ -212,24 +251,24 @@ def _option_period(bundle: Bundle) -> float | None:
     return 1.0 / hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and 0.01 <= hz <= 1000 else None
 
 
-def pyspy_quality(windows: list[PyspyWindowRecord], bad: int) -> dict[str, Any]:
+def pyspy_quality(windows: list[PyspyWindowRecord], bad: int, stack_segments: int = 0,
+                  rate: PyspyQuality | None = None) -> PyspyQuality:
+    """The py-spy section: window, sample and error counts, the gaps between windows and the
+    clock alignment error, over ``rate`` (rate_quality's achieved-rate figures)."""
     samples = sum(w.samples or 0 for w in windows)
     errors = sum(w.errors or 0 for w in windows)
     last = [w.last_ts_us or 0.0 for w in windows]
     origins = [w.origin for w in windows]
     gaps_ms = [(ob - (oa + la * 1000)) / 1e6 for oa, ob, la in zip(origins, origins[1:], last)
                if oa is not None and ob is not None]
-    return {
-        "pyspy_windows": len(windows),
-        "pyspy_unreadable_windows": bad,
-        "pyspy_samples": samples,
-        "pyspy_errors": errors,
-        "pyspy_error_ratio": round(errors / (samples + errors), 4) if samples + errors else None,
-        "pyspy_gap_between_windows_ms_max": round(max(gaps_ms), 1) if gaps_ms else None,
-        "pyspy_gap_between_windows_ms_mean": round(sum(gaps_ms) / len(gaps_ms), 1) if gaps_ms else None,
-        "pyspy_clock_alignment_error_ms_max": round(
-            max((w.origin_err_ns or 0 for w in windows), default=0) / 1e6, 1) if windows else None,
-    }
+    return msgspec.structs.replace(
+        rate or PyspyQuality(), windows=len(windows), unreadable_windows=bad, samples=samples, errors=errors,
+        error_ratio=round(errors / (samples + errors), 4) if samples + errors else None,
+        gap_between_windows_ms_max=round(max(gaps_ms), 1) if gaps_ms else None,
+        gap_between_windows_ms_mean=round(sum(gaps_ms) / len(gaps_ms), 1) if gaps_ms else None,
+        clock_alignment_error_ms_max=round(max((w.origin_err_ns or 0 for w in windows), default=0) / 1e6, 1)
+        if windows else None,
+        stack_segments=stack_segments)
 
 
 def top_stacks(profile: StackProfile, n: int = 10) -> tuple[StackShare, ...]:
@@ -292,12 +331,13 @@ def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     signals.update(process_signals(proc, collector_reason(bundle, "process"), python_tids,
                                    timeline.parked_at))
     signals.update(worker_signals(profile, signals.get("tcp.in_flight_mean"), collector_reason(bundle, "pyspy")))
-    quality = pyspy_quality(windows, bad)
-    quality["process_records"] = len(proc_records)
-    quality.update(process_gaps(proc_records, _option_period(bundle)))
     host = signals.get("sys.cpu_util_pct")
-    quality.update(rate_quality(window_rates(bundle), _requested_hz(bundle), host.value if host is not None else None,
-                                _lowered_by(bundle)))
+    rate = rate_quality(window_rates(bundle), _requested_hz(bundle), host.value if host is not None else None,
+                        _lowered_by(bundle))
+    quality = DataQuality(
+        pyspy=pyspy_quality(windows, bad, len(load_timed_stacks(bundle)), rate),
+        process=msgspec.structs.replace(process_gaps(proc_records, _option_period(bundle)),
+                                        records=len(proc_records)))
     return SourceResult(signals, quality, threads=thread_table(profile, proc),
                         top_stacks=top_stacks(profile),
                         details={"top_functions": top_functions(profile)})

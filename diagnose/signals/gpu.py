@@ -18,6 +18,7 @@ from typing import Any
 from diagnose.bundle import Bundle, BundleError
 from diagnose.catalogs.gpu_specs import GPU_SPECS, OVERRIDE_FILE, SpecError, find_spec, parse_overrides
 from diagnose.model import Signal, missing
+from diagnose.results.quality import DataQuality, GpuQuality
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.gpu_dcgm import DcgmData, dcgm_gpus, dcgm_metrics, mig_table, read_dcgm
 from diagnose.signals.gpu_series import (
@@ -222,21 +223,19 @@ def _device_rows(scope: Scope, picks: dict[str, dict[str, Metric]], nv: NvmlData
     return rows
 
 
-def _quality(nv: NvmlData, gpm: GpmData, dc: DcgmData) -> dict[str, Any]:
+def _quality(label: str, nv: NvmlData, gpm: GpmData, dc: DcgmData) -> GpuQuality:
     rows = [r for rs in nv.readings.values() for r in rs]
     lags = [r.t_ns / 1e3 - max(t for s in r.samples.values() for t, _ in s) for r in rows if any(r.samples.values())]
     gaps = [(b.t_ns - a.t_ns) / 1e6 for rs in nv.readings.values() for a, b in zip(rs, rs[1:])]
-    return {
-        "nvml_readings": len(rows),
-        "nvml_malformed_records": nv.malformed,
-        "nvml_poll_interval_ms_median": round(median(gaps), 1) if gaps else None,
-        "nvml_newest_sample_age_ms_median": round(median(lags) / 1e3, 1) if lags else None,
-        "gpm_intervals": sum(len(v) for v in gpm.readings.values()),
-        "dcgm_scrapes": dc.scrapes,
-        "dcgm_scrape_errors": len(dc.errors),
+    return GpuQuality(
+        counters=label, nvml_readings=len(rows), nvml_malformed_records=nv.malformed,
+        nvml_poll_interval_ms_median=round(median(gaps), 1) if gaps else None,
+        nvml_newest_sample_age_ms_median=round(median(lags) / 1e3, 1) if lags else None,
+        gpm_intervals=sum(len(v) for v in gpm.readings.values()), dcgm_scrapes=dc.scrapes,
+        dcgm_scrape_errors=len(dc.errors),
         # the exporter's host label: a mismatch with the target's host means another node's GPUs
-        "dcgm_exporter_hosts": sorted({e.hostname for rows in dc.series.values() for _, e in rows[-1:] if e.hostname}),
-    }
+        dcgm_exporter_hosts=tuple(sorted({e.hostname for rows in dc.series.values() for _, e in rows[-1:]
+                                          if e.hostname})))
 
 
 def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
@@ -247,7 +246,7 @@ def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     base = _source_reasons(bundle, nv, gpm, dc)
     scope = target_scope(nv, gpm, dc)
     if not scope.uuids:
-        return SourceResult(_unavailable(base), {"gpu_counters": "unavailable"})
+        return SourceResult(_unavailable(base), DataQuality(gpu=GpuQuality(counters="unavailable")))
     every = sorted(set(scope.uuids) | set(scope.names))
     per_gpu = {u: _per_source(u, scope, nv, gpm, dc, base) for u in every}
     picks = {u: {s.name: pick(s, per_gpu[u]) for s in SIGNALS} for u in every}
@@ -255,7 +254,7 @@ def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     signals["gpu.count"] = Signal("gpu.count", float(len(scope.uuids)), "GPUs", scope.label)
     signals.update(roofline(bundle, scope, signals["gpu.dram_active_pct"]))
     details = {"gpu_devices": _device_rows(scope, picks, nv), "gpu_mig_instances": mig_table(dc)}
-    return SourceResult(signals, {"gpu_counters": scope.label, **_quality(nv, gpm, dc)}, details)
+    return SourceResult(signals, DataQuality(gpu=_quality(scope.label, nv, gpm, dc)), details)
 
 
 __all__ = ["SIGNALS", "GpuSignal", "gpu_signals", "pick", "target_scope"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from diagnose.results.quality import ProcessQuality
+
 GAP_PERIODS = 3.0
 MAX_LISTED = 3
 
@@ -21,25 +23,25 @@ def _period(record: dict[str, Any], default_s: float | None) -> float | None:
     return default_s
 
 
-def process_gaps(records: Iterable[dict[str, Any]], default_period_s: float | None) -> dict[str, Any]:
-    """Data-quality entries for readings ``t_ns``-ordered: how many gaps longer than GAP_PERIODS
-    periods, the longest and their total (s), and a statement when there is one."""
+def process_gaps(records: Iterable[dict[str, Any]], default_period_s: float | None) -> ProcessQuality:
+    """The gap figures of the process section, for readings ``t_ns``-ordered: how many gaps longer
+    than GAP_PERIODS periods (None with fewer than two readings), the longest and their total (s),
+    and a statement when there is one. ``records`` is left to the caller."""
     times = [(r["t_ns"], _period(r, default_period_s)) for r in records
              if type(r.get("t_ns")) is int and 0 < r["t_ns"] < 2**63]
     times.sort()
     gaps = [((b - a) / 1e9, p) for (a, p), (b, _) in zip(times, times[1:]) if p and (b - a) / 1e9 > GAP_PERIODS * p]
     if not gaps:
-        return {"process_gaps": 0} if len(times) > 1 else {}
+        return ProcessQuality(gaps=0 if len(times) > 1 else None)
     longest = max(g for g, _ in gaps)
     total = sum(g for g, _ in gaps)
     period = min(p for _, p in gaps if p)
-    return {
-        "process_gaps": len(gaps), "process_gap_max_s": round(longest, 2), "process_gaps_total_s": round(total, 2),
-        "process_gaps_statement": (
+    return ProcessQuality(
+        gaps=len(gaps), gap_max_s=round(longest, 2), gaps_total_s=round(total, 2),
+        gaps_statement=(
             f"the process collector missed readings {len(gaps)} time(s) for longer than {GAP_PERIODS:g}x its "
             f"{period:g} s interval (longest {longest:.1f} s, {total:.1f} s in all): thread states, CPU and "
-            "connections are unknown there"),
-    }
+            "connections are unknown there"))
 
 
 __all__ = ["GAP_PERIODS", "process_gaps"]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+import msgspec
 
 from diagnose.bundle.records import PyspyWindowRecord
+from diagnose.results.quality import PyspyQuality
 from diagnose.signals.stacks import Segment
 
 UNDERSAMPLED_SHARE = 0.25  # below this share of the asked rate, stack findings lose confidence
@@ -68,50 +70,47 @@ def window_rate(record: PyspyWindowRecord, segments: Iterable[Segment],
 
 
 def rate_quality(rates: list[WindowRate], requested_hz: float | None, host_cpu_pct: float | None,
-                 lowered_by: str | None = None) -> dict[str, Any]:
-    """Data-quality entries: the achieved rate per thread over all windows (thread-time weighted),
-    its share of the rate the user requested (``requested_hz``, ``--rate``; else the highest asked
-    of a window) and of the rate asked of py-spy (the overhead budget may lower it: ``lowered_by``
-    says why), the windows that overran, and below UNDERSAMPLED_SHARE of the requested rate the
-    statement of why, for the report and the confidence of stack findings."""
+                 lowered_by: str | None = None) -> PyspyQuality:
+    """The rate figures of the py-spy section: the achieved rate per thread over all windows
+    (thread-time weighted), its share of the rate the user requested (``requested_hz``, ``--rate``;
+    else the highest asked of a window) and of the rate asked of py-spy (the overhead budget may
+    lower it: ``lowered_by`` says why), the windows that overran, and below UNDERSAMPLED_SHARE of the
+    requested rate the statement of why, for the report and the confidence of stack findings. Every
+    figure None without a usable window."""
     usable = [r for r in rates if r.achieved_hz is not None]
     if not usable:
-        return {}
+        return PyspyQuality()
     thread_s = sum(r.threads * r.sampled_s for r in usable)
     samples = sum(r.samples for r in usable)
     asked = sum(r.threads * r.sampled_s * r.asked_hz for r in usable)
     achieved = samples / thread_s
     requested = requested_hz if requested_hz and requested_hz > 0 else max(r.asked_hz for r in usable)
     overran = [r for r in rates if r.overran]
-    out: dict[str, Any] = {
-        "pyspy_requested_hz": requested, "pyspy_asked_hz": max(r.asked_hz for r in usable),
-        "pyspy_achieved_hz_per_thread": round(achieved, 2),
-        "pyspy_achieved_share_pct": round(100.0 * achieved / requested, 1),
-        "pyspy_achieved_share_of_asked_pct": round(100.0 * samples / asked, 1) if asked else None,
-        "pyspy_threads_max": max(r.threads for r in usable), "pyspy_windows_overran": len(overran),
-        "pyspy_undersampled": None, "pyspy_overran": None,
-    }
-    if overran:
-        out["pyspy_overran"] = (f"{len(overran)} of {len(rates)} py-spy window(s) overran (py-spy counts rounds, "
-                                "not seconds): " + ", ".join(f"window {r.window} sampled {r.sampled_s:.1f} s for "
-                                                             f"{r.asked_s:g} s" for r in overran[:3]))
+    q = PyspyQuality(
+        requested_hz=requested, asked_hz=max(r.asked_hz for r in usable),
+        achieved_hz_per_thread=round(achieved, 2), achieved_share_pct=round(100.0 * achieved / requested, 1),
+        achieved_share_of_asked_pct=round(100.0 * samples / asked, 1) if asked else None,
+        threads_max=max(r.threads for r in usable), windows_overran=len(overran),
+        overran=(f"{len(overran)} of {len(rates)} py-spy window(s) overran (py-spy counts rounds, not seconds): "
+                 + ", ".join(f"window {r.window} sampled {r.sampled_s:.1f} s for {r.asked_s:g} s" for r in overran[:3]))
+        if overran else None)
     if achieved < UNDERSAMPLED_SHARE * requested:
-        why = _why(out, host_cpu_pct, lowered_by)
-        out["pyspy_undersampled"] = (
+        why = _why(q, host_cpu_pct, lowered_by)
+        q = msgspec.structs.replace(q, undersampled=(
             f"py-spy sampled each thread at {achieved:.2g} Hz, {100 * achieved / requested:.0f}% of the "
             f"{requested:g} Hz requested ({why}): below {UNDERSAMPLED_SHARE:.0%} of the requested rate, "
-            "stack-based findings lose confidence")
-    return out
+            "stack-based findings lose confidence"))
+    return q
 
 
-def _why(q: dict[str, Any], host_cpu_pct: float | None, lowered_by: str | None) -> str:
+def _why(q: PyspyQuality, host_cpu_pct: float | None, lowered_by: str | None) -> str:
     reasons = []
-    if q["pyspy_threads_max"] >= MANY_THREADS:
-        reasons.append(f"{q['pyspy_threads_max']} threads read in each round")
-    if q["pyspy_asked_hz"] < q["pyspy_requested_hz"]:
-        reasons.append(f"the overhead budget asked py-spy for {q['pyspy_asked_hz']:g} Hz"
+    if q.threads_max is not None and q.threads_max >= MANY_THREADS:
+        reasons.append(f"{q.threads_max} threads read in each round")
+    if q.asked_hz is not None and q.requested_hz is not None and q.asked_hz < q.requested_hz:
+        reasons.append(f"the overhead budget asked py-spy for {q.asked_hz:g} Hz"
                        + (f" ({lowered_by})" if lowered_by else ""))
-    behind = q["pyspy_achieved_share_of_asked_pct"]
+    behind = q.achieved_share_of_asked_pct
     if behind is not None and behind < 75:
         reasons.append(f"py-spy reached {behind:.0f}% of the rate it was asked")
     if host_cpu_pct is not None and host_cpu_pct >= HOST_SATURATED_PCT:

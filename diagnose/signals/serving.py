@@ -19,6 +19,7 @@ import msgspec
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import SERVING
 from diagnose.model import Signal
+from diagnose.results.quality import DataQuality, ServingQuality
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.serving_metrics import ServingMetrics, serving_metrics
@@ -182,10 +183,9 @@ def serving_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> 
     sm = serving_metrics(bundle.typed(SERVING))
     if sm is None:
         why = collector_reason(bundle, "serving")
-        return SourceResult({}, {"serving_scrapes": 0, "serving_reason": why})
-    dq = {"serving_scrapes": sm.scrapes, "serving_scrape_errors": len(sm.errors),
-          "serving_garbage_lines": sm.garbage_lines}
-    return SourceResult(_signals(sm), dq, {DETAILS_KEY: details(sm)})
+        return SourceResult({}, DataQuality(serving=ServingQuality(scrapes=0, reason=why)))
+    dq = ServingQuality(scrapes=sm.scrapes, scrape_errors=len(sm.errors), garbage_lines=sm.garbage_lines)
+    return SourceResult(_signals(sm), DataQuality(serving=dq), {DETAILS_KEY: details(sm)})
 
 
 __all__ = ["DEFINITIONS", "DETAILS_KEY", "GaugeDetail", "HistogramDetail", "RateDetail", "ServingDetails", "details",

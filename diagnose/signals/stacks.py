@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
-from diagnose.catalogs.frames import FRAME_CATALOG, PARKED, Category, FramePattern
+from diagnose.catalogs.frames import (
+    CALL_PATHS,
+    CONTEXT_CATEGORY,
+    FRAME_CATALOG,
+    PARKED,
+    CallPath,
+    Category,
+    FramePattern,
+)
 
 _THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]{1,16}|\d{1,19})\):?\s*(.*)$")
 
@@ -213,6 +221,39 @@ def classify(frames: tuple[Frame, ...], sources: dict[tuple[str, int], str]) -> 
             if _matches(pattern, frame, src, caller, leaf=depth == 0):
                 return pattern.category
     return Category.PYTHON
+
+
+def _rx(pattern: str | None) -> re.Pattern[str] | None:
+    return re.compile(pattern) if pattern else None
+
+
+_CALL_PATHS = tuple((p, _rx(p.function), _rx(p.file), _rx(p.leaf_exempt)) for p in CALL_PATHS)
+
+
+def _path(frames: tuple[Frame, ...]) -> tuple[CallPath, re.Pattern[str] | None] | None:
+    for frame in frames:
+        for path, function, file, exempt in _CALL_PATHS:
+            if (function is None or function.search(frame.function)) and (file is None or file.search(frame.file)):
+                return path, exempt
+    return None
+
+
+def call_path(frames: tuple[Frame, ...]) -> str | None:
+    """The context of a stack (root first): the outermost frame matching a CALL_PATHS pattern
+    decides (a DataLoader fetch that calls a model is still the input pipeline)."""
+    found = _path(frames)
+    return found[0].context if found else None
+
+
+def categorize(frames: tuple[Frame, ...], sources: dict[tuple[str, int], str]) -> str:
+    """The category of a stack: its leaf's (``classify``) as its call path reads it
+    (catalogs/frames.py CONTEXT_CATEGORY: Pillow under a DataLoader fetch is the input pipeline),
+    unless the leaf lies in the path's exempt files (asyncio's own non-blocking socket calls)."""
+    cat = classify(frames, sources)
+    found = _path(frames)
+    if found is None or (found[1] is not None and frames and found[1].search(frames[-1].file)):
+        return cat
+    return CONTEXT_CATEGORY.get(found[0].context, {}).get(cat, cat)
 
 
 @dataclass

@@ -18,8 +18,9 @@ from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED
 from diagnose.model import Signal, missing
 from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
+from diagnose.results.quality import DataQuality, SpansQuality, TorchQuality
 from diagnose.signals.base import SourceResult, collector_reason
-from diagnose.signals.cpu import load_sources, pyspy_windows, stack_category
+from diagnose.signals.cpu import AGENT_THREAD_PREFIX, load_timed_stacks
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
@@ -46,7 +47,6 @@ from diagnose.traces.report import TimelineOptions, TraceReport
 NO_TRACE = ("no torch profiler trace in this bundle: run the service under `diagnose run` (agent) "
             "or pass a trace file to `diagnose analyze`")
 SLOW_STEP_PCT = 90
-AGENT_THREAD_PREFIX = "diagnose-"
 
 
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
@@ -79,30 +79,6 @@ def _check_fanout(fanout: Fanout, tasks: list[TraceTask], outcomes: list[TraceOu
         first = next((e for o in outcomes for e in o.errors), "no report")
         raise FanoutError(f"every one of the {len(tasks)} trace task(s) failed on {where} (first: {first[:160]}); "
                           f"check that they read {tasks[0].bundle} at that path, or drop --scheduler")
-
-
-def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
-    """py-spy stacks on the Unix clock: window ``origin_ns`` + chrometrace ``ts`` (µs).
-
-    The agent's own threads in the target (named ``diagnose-*``) are left out: they are the
-    measurement, not the service. A thread's name is the one py-spy reported in any sample.
-    """
-    sources = load_sources(bundle)
-    segs = []
-    for w in pyspy_windows(bundle):
-        origin = w.record.origin
-        if origin is not None and w.segments is not None:
-            segs += [(origin, seg) for seg in w.segments]
-    names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
-    out = []
-    for origin, seg in segs:
-        name = names.get(seg.tid, "?")
-        if name.startswith(AGENT_THREAD_PREFIX):
-            continue
-        cat = stack_category(bundle, seg.frames, sources)
-        out.append(TimedStack(seg.tid, name, origin + int(seg.start_us * 1000),
-                              origin + int(seg.end_us * 1000), seg.frames, cat))
-    return out
 
 
 def _capture_window(bundle: Bundle) -> tuple[int, int] | None:
@@ -272,19 +248,18 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
         "join": {"gaps": gap_j, "slow": slow_j},
     }
     damage = [f"{Path(r.path).name}: {note}" for r in all_reports for note in r.read.damage.notes()]
-    quality = {"torch_traces": len(all_reports), "torch_trace_errors": trace_errors, "torch_trace_damage": damage,
-               "traces_apart": apart["warning"] if apart else None,
-               **({"ranks_not_compared": not_ranks} if not_ranks else {}),
-               **({"ranks_notes": list(job.notes)} if job and job.notes else {}),
-               "spans": len(ss.spans), "spans_invalid": ss.invalid, "requests_excluded": _excluded_note(ss),
-               "pyspy_stack_segments": len(stacks), "spans_coverage": coverage.to_json() if coverage else None,
-               "spans_sampling": sampling.to_json() if sampling else None,
-               "spans_sampled": sampling.statement() if sampling else None,
-               "torch_trace_late": late_trace_statement(bundle, len(all_reports)),
-               "spans_outside_window": (f"none of the {summary['ended_outside_window']} requests (root spans) ended "
-                                        "inside the capture window: QPS and in-flight are unknown, their latencies "
-                                        "are shown as recorded (the spans' clock is not the capture's?)")
-               if summary.get("ended_outside_window") else None}
+    torch = TorchQuality(traces=len(all_reports), trace_errors=tuple(trace_errors), trace_damage=tuple(damage),
+                         trace_late=late_trace_statement(bundle, len(all_reports)),
+                         traces_apart=apart["warning"] if apart else None, ranks_not_compared=not_ranks or None,
+                         ranks_notes=tuple(job.notes) if job else ())
+    spans = SpansQuality(
+        count=len(ss.spans), invalid=ss.invalid, requests_excluded=_excluded_note(ss),
+        coverage=coverage.quality() if coverage else None, sampling=sampling.quality() if sampling else None,
+        sampled=sampling.statement() if sampling else None,
+        outside_window=(f"none of the {summary['ended_outside_window']} requests (root spans) ended inside the "
+                        "capture window: QPS and in-flight are unknown, their latencies are shown as recorded "
+                        "(the spans' clock is not the capture's?)") if summary.get("ended_outside_window") else None)
+    quality = DataQuality(torch=torch, spans=spans)
     return SourceResult(signals, quality, details)
 
 
@@ -302,5 +277,6 @@ def late_trace_statement(bundle: Bundle, traces_read: int) -> str | None:
             "arrived: the kernel timeline misses that window (run `diagnose report BUNDLE` again once it lands)")
 
 
-__all__ = ["bundle_specs", "device_peak", "late_trace_statement", "load_timed_stacks", "read_member_trace",
+__all__ = ["AGENT_THREAD_PREFIX", "bundle_specs", "device_peak", "late_trace_statement", "load_timed_stacks",
+           "read_member_trace",
            "timeline_signals", "trace_files"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from diagnose.account.kinds import ON_CPU
 from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, Quadrant, Verdict
+from diagnose.results.quality import DataQuality
 from diagnose.rules import LAYER_PLAN
 
 MIXED_RATIO = 0.75
@@ -52,7 +53,7 @@ def _agrees(accounts: tuple[Account, ...], top: Quadrant) -> bool:
 
 
 def confidence(acc: Account, top: float, second: float, quality: float,
-               dq: dict, missing: list[str], corroborated: bool = False) -> tuple[float, str]:
+               dq: DataQuality, missing: list[str], corroborated: bool = False) -> tuple[float, str]:
     """Confidence 0..1 and the one line that explains it."""
     attributed = 1.0 - acc.not_attributed
     margin = (top - second) / top if top > 0 else 0.0
@@ -64,25 +65,25 @@ def confidence(acc: Account, top: float, second: float, quality: float,
     value = max(0.05, min(0.95, quality * attributed * (0.5 + 0.5 * margin)))
     parts = [f"the {NAMES.get(acc.resource, acc.resource)} account attributes {attributed:.0%} of "
              f"{acc.total_s:.2f} {acc.unit}", f"the lead holds {top:.0%} against {second:.0%} for the next"]
-    samples = dq.get("pyspy_samples")
-    if samples is not None and acc.resource == "threads":
-        parts.append(f"{samples} py-spy samples" + (" (few)" if samples < MIN_CONFIDENT_SAMPLES else ""))
-    if acc.resource == "threads" and dq.get("pyspy_undersampled"):
-        parts.append(f"py-spy sampled each thread at {dq.get('pyspy_achieved_share_pct')}% of the requested rate "
+    pyspy = dq.pyspy
+    if pyspy is not None and acc.resource == "threads":
+        parts.append(f"{pyspy.samples} py-spy samples" + (" (few)" if pyspy.samples < MIN_CONFIDENT_SAMPLES else ""))
+    if acc.resource == "threads" and pyspy is not None and pyspy.undersampled:
+        parts.append(f"py-spy sampled each thread at {pyspy.achieved_share_pct}% of the requested rate "
                      "(undersampled: see data quality)")
     if thin:
         parts.append(f"only {acc.observations} {OBSERVED[acc.resource]}"
                      + (" (few, but the GPU counters agree)" if corroborated else " (few)"))
     if missing:
         parts.append("no " + ", no ".join(missing))
-    if dq.get("traces_apart"):
+    if dq.torch is not None and dq.torch.traces_apart:
         parts.append("torch traces that do not belong together were analysed apart (see data quality)")
     return value, "; ".join(parts)
 
 
 def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: float = 1.0,
-           dq: dict | None = None, missing: list[str] | None = None) -> Verdict:
-    dq, missing = dq or {}, missing or []
+           dq: DataQuality | None = None, missing: list[str] | None = None) -> Verdict:
+    dq, missing = dq or DataQuality(), missing or []
     empty = {q: 0.0 for q in JUDGED_QUADRANTS}
     veto = next((f for f in findings if f.blocks_verdict), None)
     if veto is not None:

@@ -1,9 +1,12 @@
 """analyze(Bundle) -> Analysis: signals -> rules -> findings -> verdict. Pure apart from reading the bundle."""
 from __future__ import annotations
 
+import msgspec
+
 from diagnose.account import build_accounts
 from diagnose.bundle import Bundle
 from diagnose.model import Analysis, NotJudged, Signal
+from diagnose.results.quality import AnalysisQuality, DataQuality, InFlightCheck
 from diagnose.rules import RULES, Rule
 from diagnose.signals import extract
 from diagnose.signals.catalog import spec_for
@@ -26,22 +29,19 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     params, rule_overrides = split_overrides(overrides or {}, rules)
     active_rules = apply_overrides(rules, rule_overrides)
     ex = extract(bundle, params=params)
-    if rule_overrides:
-        ex.data_quality["threshold_overrides"] = dict(rule_overrides)
-    if params.changed():  # what the signals were measured with, when not the defaults
-        ex.data_quality["analysis_params"] = params.changed()
     findings, not_judged = evaluate(active_rules, ex.signals)
     findings = discount_stack_findings(findings, ex.data_quality)
     findings.sort(key=lambda f: (f.quadrant is None, -f.confidence))  # as evaluate orders them
     quality = _quality_factor(ex.data_quality)
     not_judged = [n for n in not_judged if not _explained_by_coverage(n)]
-    check = in_flight_check(ex.signals)
-    if check:
-        ex.data_quality["in_flight_check"] = check
+    # what the signals were measured with, when not the defaults
+    own = AnalysisQuality(threshold_overrides=dict(rule_overrides), params=params.changed(),
+                          in_flight_check=in_flight_check(ex.signals))
+    ex.data_quality = msgspec.structs.replace(ex.data_quality, analysis=own)
     gaps = _coverage_gaps(ex.signals)
     not_judged.extend(gaps)
     accounts = build_accounts(bundle, ex)
-    ex.data_quality["warnings"] = warnings(ex.data_quality)
+    ex.data_quality = msgspec.structs.replace(ex.data_quality, warnings=warnings(ex.data_quality))
     missing = [SOURCE_OF_GAP[g.what] for g in gaps if g.what in SOURCE_OF_GAP]
     return Analysis(
         verdict=with_llm_phases(decide(accounts, findings, quality, ex.data_quality, missing), ex.details.get("llm")),
@@ -64,7 +64,7 @@ SOURCE_OF_GAP = {
 }
 
 
-def in_flight_check(signals: dict[str, Signal]) -> dict[str, float | str] | None:
+def in_flight_check(signals: dict[str, Signal]) -> InFlightCheck | None:
     """In-flight requests two ways: accepted TCP connections (from outside) against the spans'
     Little's law (QPS x mean latency). The connections bound in-flight from above (idle keep-alive
     connections count), so a ratio well above 1 means idle connections, well below 1 requests the
@@ -76,8 +76,8 @@ def in_flight_check(signals: dict[str, Signal]) -> dict[str, float | str] | None
     note = ("agree" if 0.7 <= ratio <= 1.5 else
             "more connections than requests in flight: idle keep-alive connections" if ratio > 1.5 else
             "fewer connections than requests in flight: requests arrive another way (proxy, another socket)")
-    return {"tcp_connections_mean": round(tcp.value, 2), "spans_littles_law": round(little.value, 2),
-            "ratio": round(ratio, 2), "reading": note}
+    return InFlightCheck(tcp_connections_mean=round(tcp.value, 2), spans_littles_law=round(little.value, 2),
+                         ratio=round(ratio, 2), reading=note)
 
 
 def _explained_by_coverage(n: NotJudged) -> bool:
@@ -87,10 +87,11 @@ def _explained_by_coverage(n: NotJudged) -> bool:
     return signal.startswith(GAP_FAMILIES) and spec_for(signal) is not None
 
 
-def _quality_factor(dq: dict) -> float:
+def _quality_factor(dq: DataQuality) -> float:
     """Confidence discount for thin or noisy stack data (0..1)."""
-    factor = 0.8 if (dq.get("pyspy_error_ratio") or 0.0) > POOR_SAMPLING_ERROR_RATIO else 1.0
-    samples = dq.get("pyspy_samples")
+    pyspy = dq.pyspy
+    factor = 0.8 if pyspy is not None and (pyspy.error_ratio or 0.0) > POOR_SAMPLING_ERROR_RATIO else 1.0
+    samples = pyspy.samples if pyspy is not None else None
     if samples is not None and samples < MIN_CONFIDENT_SAMPLES:
         factor *= max(0.3, samples / MIN_CONFIDENT_SAMPLES)
     return factor * sampling_factor(dq)

@@ -9,19 +9,19 @@ summary names the achieved and asked rates and the reason.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from diagnose.model import Finding
+from diagnose.results.quality import DataQuality
 from diagnose.signals.pyspy_rate import UNDERSAMPLED_SHARE
 
 STACK_SOURCE = "py-spy"  # the source of every signal read from py-spy's stacks starts so
 MIN_FACTOR = 0.3
 
 
-def sampling_factor(dq: dict[str, Any]) -> float:
+def sampling_factor(dq: DataQuality) -> float:
     """Confidence factor (MIN_FACTOR..1) from the achieved share of py-spy's asked rate."""
-    share = dq.get("pyspy_achieved_share_pct")
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or share >= 100 * UNDERSAMPLED_SHARE:
+    share = dq.pyspy.achieved_share_pct if dq.pyspy is not None else None
+    if share is None or share >= 100 * UNDERSAMPLED_SHARE:
         return 1.0
     return max(MIN_FACTOR, share / (100 * UNDERSAMPLED_SHARE))
 
@@ -30,12 +30,13 @@ def stack_based(f: Finding) -> bool:
     return any(e.source.startswith(STACK_SOURCE) for e in f.evidence)
 
 
-def discount_stack_findings(findings: list[Finding], dq: dict[str, Any]) -> list[Finding]:
+def discount_stack_findings(findings: list[Finding], dq: DataQuality) -> list[Finding]:
     factor = sampling_factor(dq)
-    if factor >= 1.0 or not dq.get("pyspy_undersampled"):
+    pyspy = dq.pyspy
+    if factor >= 1.0 or pyspy is None or not pyspy.undersampled:
         return findings
-    why = (f" Lower confidence (x{factor:.2f}): py-spy sampled each thread at {dq.get('pyspy_achieved_hz_per_thread')} "
-           f"Hz of the {dq.get('pyspy_requested_hz'):g} Hz requested (see data quality).")
+    why = (f" Lower confidence (x{factor:.2f}): py-spy sampled each thread at {pyspy.achieved_hz_per_thread} "
+           f"Hz of the {pyspy.requested_hz or 0:g} Hz requested (see data quality).")
     return [replace(f, confidence=f.confidence * factor, summary=f.summary + why) if stack_based(f) else f
             for f in findings]
 

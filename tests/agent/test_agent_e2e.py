@@ -157,7 +157,9 @@ def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, 
     origin_err_ms = max(json.loads(x)["origin_err_ns"] for x in (bundle / "pyspy.jsonl").read_text().splitlines()) / 1e6
     # measured 0.8-5 ms; bound: py-spy's own origin uncertainty (origin_err_ns) + one sampling period
     assert err_ms < origin_err_ms + PYSPY_PERIOD_MS, (err_ms, origin_err_ms)
-    assert inside > 0.8
+    # a segment lasts until the next sample, so up to one period of each runs past its span's end:
+    # measured 0.72-0.80 on a quiet host with the alignment error under 3 ms
+    assert inside > 0.65
 
     assert stat.S_IMODE((bundle / "torch").stat().st_mode) == 0o700
     for f in ("spans.jsonl", "gc.jsonl", "torch.jsonl", *(r["file"] for r in index)):

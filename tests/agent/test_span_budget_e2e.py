@@ -69,7 +69,7 @@ def test_a_span_heavy_target_keeps_its_throughput_and_the_bundle_its_qps(service
     qps = doc["signals"]["spans.qps"]["value"]
     assert 0.7 * during <= qps <= 1.3 * during, (qps, during, c)
     assert f"1-in-{round(1 / fraction)} sample" in doc["signals"]["spans.qps"]["source"]
-    assert doc["data_quality"]["spans_coverage"] is None  # sampled out is not dropped
+    assert doc["data_quality"]["spans"]["coverage"] is None  # sampled out is not dropped
     [warning] = [w for w in doc["data_quality"]["warnings"] if "spans were sampled" in w["text"]]
     assert warning["collectors"] == ["agent"]
     report = (bundle / "report.md").read_text()

@@ -34,7 +34,7 @@ def test_dropped_spans_are_stated_and_qps_is_over_the_covered_part(service, tmp_
     assert agent["spans_first_start_ns"] >= lo - 10**9 and agent["spans_last_end_ns"] <= hi
 
     doc = findings(bundle)
-    cov = doc["data_quality"]["spans_coverage"]
+    cov = doc["data_quality"]["spans"]["coverage"]
     assert cov["spans_dropped"] == agent["spans_dropped"] and cov["covered_share_pct"] < 90, cov
     served = _served_per_s(counts_file, lo, hi)
     qps = doc["signals"]["spans.qps"]["value"]

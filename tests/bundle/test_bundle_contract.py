@@ -93,7 +93,7 @@ def test_pyspy_windows_are_parsed_once_per_analysis(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_source, "segments_from_chrometrace", lambda ev: calls.append(1) or real(ev))
     out = extract(b)  # the cpu and timeline sources both read the windows
     assert len(calls) == len(windows)
-    assert out.data_quality["pyspy_stack_segments"] > 0 and out.signals["stacks.sampled_s"].value > 0
+    assert out.data_quality.pyspy.stack_segments > 0 and out.signals["stacks.sampled_s"].value > 0
 
 
 def _record(t_s: float, cpu_s: float, threads: list[list], sys_cpu: dict[str, float]) -> dict:

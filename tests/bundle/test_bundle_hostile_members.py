@@ -112,10 +112,10 @@ def test_a_planted_stream_file_is_skipped_with_its_reason(bundle, secret, what):
     plant(bundle, _swap("spans.jsonl", make))
     findings, report = analyze(bundle)  # a FIFO with no writer would block a plain open forever
     why = "a FIFO" if what == "fifo" else "a symlink"
-    assert findings["data_quality"]["unreadable_members"] == {"spans.jsonl": f"{why}, not a regular file"}
+    assert findings["data_quality"]["streams"]["unreadable_members"] == {"spans.jsonl": f"{why}, not a regular file"}
     assert f"**Data quality:** bundle member spans.jsonl not read: {why}, not a regular file." in report
     assert SECRET not in json.dumps(findings) + report
-    assert findings["data_quality"]["spans"] == 0
+    assert findings["data_quality"]["spans"]["count"] == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root")
@@ -123,7 +123,8 @@ def test_a_device_node_as_a_stream_file_is_never_opened(bundle):
     (bundle / "spans.jsonl").unlink()
     os.mknod(bundle / "spans.jsonl", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
     findings, _ = analyze(bundle)
-    assert findings["data_quality"]["unreadable_members"] == {"spans.jsonl": "a character device, not a regular file"}
+    unread = findings["data_quality"]["streams"]["unreadable_members"]
+    assert unread == {"spans.jsonl": "a character device, not a regular file"}
 
 
 def test_a_directory_swapped_for_a_symlink_is_not_followed(bundle, tmp_path):
@@ -131,9 +132,9 @@ def test_a_directory_swapped_for_a_symlink_is_not_followed(bundle, tmp_path):
     shutil.copytree(bundle / "torch", elsewhere)  # the same trace, outside the bundle
     plant(bundle, lambda: (shutil.rmtree("torch"), os.symlink(str(elsewhere), "torch")))
     findings, report = analyze(bundle)
-    assert findings["data_quality"]["torch_traces"] == 0
-    assert findings["data_quality"]["unreadable_members"] == {"torch/trace-0001.json.gz": "torch: a symlink, not a "
-                                                              "directory", "torch": "a symlink, not a directory"}
+    assert findings["data_quality"]["torch"]["traces"] == 0
+    assert findings["data_quality"]["streams"]["unreadable_members"] == {
+        "torch/trace-0001.json.gz": "torch: a symlink, not a directory", "torch": "a symlink, not a directory"}
     assert "bundle member torch/trace-0001.json.gz not read: torch: a symlink" in report
 
 

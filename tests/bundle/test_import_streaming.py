@@ -84,7 +84,7 @@ def test_a_large_trace_imports_and_analyses_in_bounded_memory(tmp_path):
                 assert stored.read_bytes() == packed.read_bytes()  # copied as it was
             else:
                 assert stored.stat().st_size < size / 5  # gzipped on the way in
-            assert findings(bundle)["data_quality"]["torch_traces"] == 1
+            assert findings(bundle)["data_quality"]["torch"]["traces"] == 1
     finally:  # pytest keeps the last tmp dirs: do not leave 300 MB behind
         plain.unlink(missing_ok=True)
         packed.unlink(missing_ok=True)
@@ -131,7 +131,7 @@ def test_a_trace_cut_mid_file_imports_the_events_before_the_cut(tmp_path):
     assert 20_000 < status["counts"]["torch_events"] < 69_000
     [rec] = index(bundle)
     assert rec["activities"] == ["cpu", "cuda"] and (bundle / rec["file"]).is_file()
-    errors = findings(bundle)["data_quality"]["torch_trace_errors"]
+    errors = findings(bundle)["data_quality"]["torch"]["trace_errors"]
     assert len(errors) == 1 and "at byte" in errors[0]
 
 

@@ -83,7 +83,7 @@ def test_a_server_lifetime_root_span_stays_out_of_qps_latency_and_the_window(tmp
     req = res.details["requests"]
     assert req["requests"] == 100 and req["latency"]["max_ms"] == pytest.approx(5.0)
     assert req["lifetime_excluded"]["count"] == 1 and req["lifetime_excluded"]["names"] == ["serve"]
-    assert res.data_quality["requests_excluded"].startswith("1 root span(s) (serve; the longest 86400 s) left out")
+    assert res.data_quality.spans.requests_excluded.startswith("1 root span(s) (serve; the longest 86400 s) left out")
 
 
 def test_the_report_says_which_spans_it_left_out(tmp_path):

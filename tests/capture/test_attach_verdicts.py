@@ -110,5 +110,5 @@ def test_native_mode_samples_in_blocking_mode_and_says_so(workload, tmp_path):
     doc = findings(only_bundle(tmp_path))
     pyspy = {c["name"]: c for c in doc["collectors"]}["pyspy"]
     assert pyspy["state"] == "ok" and "blocking mode" in pyspy["reason"]
-    assert doc["data_quality"]["pyspy_samples"] > 50
+    assert doc["data_quality"]["pyspy"]["samples"] > 50
     assert doc["verdict"]["quadrant"] == "service"

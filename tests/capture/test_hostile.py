@@ -58,8 +58,8 @@ def test_many_threads_undersample_py_spy_and_the_report_says_so(workload, tmp_pa
     assert pyspy["state"] == "ok" and "undersampled: each thread sampled at" in pyspy["reason"], pyspy
     doc = findings(bundle)
     dq = doc["data_quality"]
-    assert dq["pyspy_requested_hz"] == 100 and dq["pyspy_achieved_share_pct"] < 25, dq
-    assert "threads read in each round" in dq["pyspy_undersampled"]
+    assert dq["pyspy"]["requested_hz"] == 100 and dq["pyspy"]["achieved_share_pct"] < 25, dq
+    assert "threads read in each round" in dq["pyspy"]["undersampled"]
     assert any(w["collectors"] == ["pyspy"] and "py-spy sampled each thread" in w["text"] for w in dq["warnings"])
     stack_based = [f for f in doc["findings"] if any(e["source"].startswith("py-spy") for e in f["evidence"])]
     assert stack_based and all("Lower confidence" in f["summary"] and f["confidence"] < 0.6 for f in stack_based)
@@ -129,7 +129,7 @@ def attach_odd_source(tmp_path: Path, arg: bytes):
 
 def test_frame_filename_naming_a_device(tmp_path):
     bundle = attach_odd_source(tmp_path, b"plain")
-    assert findings(bundle)["data_quality"]["pyspy_samples"] > 10
+    assert findings(bundle)["data_quality"]["pyspy"]["samples"] > 10
 
 
 def test_non_utf8_argv_still_gets_a_report(tmp_path):
@@ -157,7 +157,7 @@ def test_malformed_streams_cost_their_signals_not_the_report(tmp_path):
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     # each malformed record is dropped and counted (not the stream, not the report)
-    assert doc["data_quality"]["invalid_stream_records"] == {"process.jsonl": 3}
+    assert doc["data_quality"]["streams"]["invalid_records"] == {"process.jsonl": 3}
     assert doc["signals"]["cpu.process_util_pct"]["value"] is None
     assert doc["verdict"]["quadrant"] == "unknown"
 

@@ -83,7 +83,7 @@ def test_signal_mid_capture_leaves_partial_bundle_and_report(workload, tmp_path,
     assert manifest["partial"] is True and reason in manifest["end_reason"]
     doc = findings(bundle)
     assert doc["verdict"]["quadrant"] == "service"
-    assert doc["data_quality"]["pyspy_samples"] > 50  # the interrupted window was kept
+    assert doc["data_quality"]["pyspy"]["samples"] > 50  # the interrupted window was kept
     assert proc.poll() is None, "the target must survive the interrupted capture"
 
 

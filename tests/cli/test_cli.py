@@ -99,8 +99,8 @@ def test_demo_runs_end_to_end(tmp_path):
     first = json.loads(ss.stdout)["profiles"][0]["name"]
     assert ss.returncode == 0 and not first.startswith("diagnose-"), first
     dq = doc["data_quality"]
-    assert dq["pyspy_samples"] > 100 and dq["spans"] > 20 and dq["torch_traces"] >= 1
-    assert (b / "gc.jsonl").is_file() and (b / "process.jsonl").is_file() and dq["gpu_counters"] == "unavailable"
+    assert dq["pyspy"]["samples"] > 100 and dq["spans"]["count"] > 20 and dq["torch"]["traces"] >= 1
+    assert (b / "gc.jsonl").is_file() and (b / "process.jsonl").is_file() and dq["gpu"]["counters"] == "unavailable"
     stages = doc["details"]["requests"]["stage_share_pct"]
     assert stages["preprocess"] > 0 and stages["postprocess"] > 0 and stages["model"] > 0 and stages["queue"] > 0
 

@@ -153,7 +153,7 @@ def test_explicit_traces_from_different_jobs_form_no_job(tmp_path):
 
     a = analyse(import_files([shared(RANK0), shared(CPU_ONLY)], tmp_path), None, Fanout(workers=1)).analysis
     assert a.details["ranks"] is None
-    warning = a.data_quality["traces_apart"]
+    warning = a.data_quality.torch.traces_apart
     assert "do not belong together" in warning and "window from Unix 1721065960 s" in warning
     assert warning.endswith(f"left apart: trace-0002.json.gz ({CPU_ONLY})")
     assert f"reads trace-0001.json.gz ({RANK0})" in warning

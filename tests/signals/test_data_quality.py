@@ -4,6 +4,7 @@ stack-based findings). The real-process checks live in tests/capture, tests/agen
 from __future__ import annotations
 
 from diagnose.model import Evidence, Finding, Layer, Quadrant, Severity
+from diagnose.results.quality import DataQuality
 from diagnose.signals.process_gaps import process_gaps
 from diagnose.signals.pyspy_rate import WindowRate, rate_quality
 from diagnose.signals.spans.analytics import parse_spans, request_summary
@@ -84,12 +85,14 @@ def test_undersampled_and_overrun_windows_are_stated_with_the_reason():
     rates = [WindowRate(1, 100.0, 501, int(501 * 3.8 * 13), 13.0, 5.0),
              WindowRate(2, 100.0, 501, int(501 * 3.8 * 5), 5.0, 5.0)]
     q = rate_quality(rates, 100.0, 99.0)
-    assert 3.7 <= q["pyspy_achieved_hz_per_thread"] <= 3.9 and q["pyspy_achieved_share_pct"] < 5
-    assert q["pyspy_windows_overran"] == 1 and "window 1 sampled 13.0 s for 5 s" in q["pyspy_overran"]
-    text = q["pyspy_undersampled"]
+    assert q.achieved_hz_per_thread is not None and 3.7 <= q.achieved_hz_per_thread <= 3.9
+    assert q.achieved_share_pct is not None and q.achieved_share_pct < 5
+    assert q.windows_overran == 1 and q.overran is not None and "window 1 sampled 13.0 s for 5 s" in q.overran
+    text = q.undersampled
+    assert text is not None
     assert "3.8 Hz" in text and "100 Hz requested" in text and "501 threads" in text and "99% busy" in text
-    assert [w["collectors"] for w in warnings(q)] == [["pyspy"], ["pyspy"]]
-    assert rate_quality([WindowRate(1, 100.0, 2, 2 * 95 * 5, 5.0, 5.0)], 100.0, 10.0)["pyspy_undersampled"] is None
+    assert [w.collectors for w in warnings(DataQuality(pyspy=q))] == [("pyspy",), ("pyspy",)]
+    assert rate_quality([WindowRate(1, 100.0, 2, 2 * 95 * 5, 5.0, 5.0)], 100.0, 10.0).undersampled is None
 
 
 def _finding(source: str) -> Finding:
@@ -100,18 +103,18 @@ def _finding(source: str) -> Finding:
 def test_stack_findings_lose_confidence_below_a_quarter_of_the_requested_rate():
     q = rate_quality([WindowRate(1, 100.0, 501, int(501 * 3.8 * 5), 5.0, 5.0)], 100.0, None)
     stack, proc = discount_stack_findings([_finding("py-spy (chrometrace, sampled thread-time)"),
-                                           _finding("process collector (psutil)")], q)
+                                           _finding("process collector (psutil)")], DataQuality(pyspy=q))
     assert stack.confidence < 0.3 and "Lower confidence" in stack.summary and "3.8 Hz" in stack.summary
     assert proc.confidence == 0.9 and proc.summary == "s."
     fine = rate_quality([WindowRate(1, 100.0, 4, 4 * 90 * 5, 5.0, 5.0)], 100.0, None)
-    assert discount_stack_findings([_finding("py-spy")], fine)[0].confidence == 0.9
+    assert discount_stack_findings([_finding("py-spy")], DataQuality(pyspy=fine))[0].confidence == 0.9
 
 
 def test_process_collector_gaps_longer_than_three_intervals():
     t = [0.0, 0.1, 0.2, 1.4, 1.5, 1.6, 2.5]
     q = process_gaps([{"t_ns": int(1e9 + x * 1e9), "period_s": 0.1} for x in t], None)
-    assert q["process_gaps"] == 2 and q["process_gap_max_s"] == 1.2 and "longest 1.2 s" in q["process_gaps_statement"]
-    assert process_gaps([{"t_ns": int(1e9 + x * 1e9)} for x in t], 1.0)["process_gaps"] == 0  # 1 s interval
+    assert q.gaps == 2 and q.gap_max_s == 1.2 and q.gaps_statement and "longest 1.2 s" in q.gaps_statement
+    assert process_gaps([{"t_ns": int(1e9 + x * 1e9)} for x in t], 1.0).gaps == 0  # 1 s interval
 
 
 def _span(i: int, start: int, dur: int) -> dict:

@@ -100,8 +100,8 @@ def test_malformed_gpu_records_cost_only_themselves(workload, tmp_path):
     a = analyze(Bundle.open(bundle))
     assert a.signals["gpu.kernel_busy_pct"].value == pytest.approx(good)
     assert a.signals["gpu.tensor_active_pct"].value == pytest.approx(93.0433)
-    assert a.data_quality["nvml_malformed_records"] == 1
-    assert "gpu_signals" not in a.data_quality.get("source_errors", {})
+    assert a.data_quality.gpu.nvml_malformed_records == 1
+    assert "gpu_signals" not in a.data_quality.streams.source_errors
 
 
 def test_a_gpu_record_of_the_wrong_shape_is_dropped_and_counted_and_costs_nothing_else(tmp_path):
@@ -119,9 +119,9 @@ def test_a_gpu_record_of_the_wrong_shape_is_dropped_and_counted_and_costs_nothin
                              "values": {"gpu_util_pct": "busy", "temp_c": 99}}) + "\n")
     (b / "dcgm.jsonl").write_text('{"kind": "scrape", "t_ns": 5, "entities": [5]}\n')
     a = analyze(Bundle.open(b))
-    assert "gpu_signals" not in a.data_quality.get("source_errors", {})
-    assert a.data_quality["invalid_stream_records"] == {"nvml.jsonl": 2, "dcgm.jsonl": 1}
-    assert a.data_quality["nvml_malformed_records"] == 2 and a.data_quality["dcgm_scrapes"] == 0
+    assert "gpu_signals" not in a.data_quality.streams.source_errors
+    assert a.data_quality.streams.invalid_records == {"nvml.jsonl": 2, "dcgm.jsonl": 1}
+    assert a.data_quality.gpu.nvml_malformed_records == 2 and a.data_quality.gpu.dcgm_scrapes == 0
     assert a.signals["gpu.temp_max_c"].value == 99  # the malformed reading's good number counts
     for name in ("gpu.kernel_busy_pct", "gpu.power_pct_of_limit", "gpu.sm_active_pct"):  # the device stays H200's
         assert a.signals[name].value == pytest.approx(good[name].value), name

@@ -24,8 +24,8 @@ def _bundle(tmp_path, pending: bool):
 
 
 def _late(report) -> list[str]:
-    return [w["text"] for w in report.analysis.data_quality["warnings"]
-            if "torch" in w["text"] and "agent" in w["collectors"]]
+    return [w.text for w in report.analysis.data_quality.warnings
+            if "torch" in w.text and "agent" in w.collectors]
 
 
 def test_a_trace_still_exporting_and_never_arrived_is_said(tmp_path):
@@ -40,7 +40,7 @@ def test_a_trace_that_arrived_after_the_first_report_is_said_and_included(tmp_pa
     report = analyse(b)
     (said,) = _late(report)
     assert "arrived after" in said and "includes it" in said
-    assert report.analysis.data_quality["torch_traces"] == 1
+    assert report.analysis.data_quality.torch.traces == 1
 
 
 def test_nothing_is_said_when_attach_did_not_give_up(tmp_path):

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from diagnose.agent.inproc.spanbudget import hex_kept
+from diagnose.results.quality import DataQuality, SpansQuality
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.coverage import span_coverage
 from diagnose.signals.spans.sampling import agent_sampling, in_sample
@@ -55,9 +56,9 @@ def test_the_final_sample_is_kept_whole_and_counts_are_scaled_by_n():
 
     # sampled-out is not dropped: the window stays covered
     assert span_coverage([_agent(1 / 8)], WINDOW, ss.spans) is None
-    dq = {"spans_sampled": sampling.statement(), "spans_sampling": sampling.to_json()}
+    dq = DataQuality(spans=SpansQuality(sampled=sampling.statement(), sampling=sampling.quality()))
     [w] = warnings(dq)
-    assert w["collectors"] == ["agent"] and "sampled 1 in 8" in w["text"] and "scaled by 8" in w["text"]
+    assert w.collectors == ("agent",) and "sampled 1 in 8" in w.text and "scaled by 8" in w.text
 
 
 def test_other_producers_spans_are_never_filtered_and_a_full_sample_is_no_sampling():

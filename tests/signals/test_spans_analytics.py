@@ -260,4 +260,4 @@ def test_requests_that_all_ended_outside_the_capture_window_give_no_qps(tmp_path
     assert a.signals["spans.p50_ms"].value == pytest.approx(5.0)
     for n in ("spans.qps", "spans.in_flight_mean"):
         assert a.signals[n].value is None and "ended inside the capture window" in a.signals[n].reason, n
-    assert "none of the 40 requests" in a.to_json()["data_quality"]["spans_outside_window"]
+    assert "none of the 40 requests" in a.data_quality.spans.outside_window

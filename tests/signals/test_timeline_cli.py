@@ -50,7 +50,7 @@ def test_analyze_a_bundle_with_a_truncated_trace_reports_where_it_stopped(tmp_pa
     res = run_diagnose("analyze", str(bundle), "--format", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    errors = doc["data_quality"]["torch_trace_errors"]
+    errors = doc["data_quality"]["torch"]["trace_errors"]
     assert errors and "truncated" in errors[0] and " at byte " in errors[0]
     t = doc["details"]["torch_traces"][0]
     assert t["read"]["truncated_at_byte"] > 0 and t["gpu_events"] > 0

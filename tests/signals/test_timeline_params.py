@@ -69,9 +69,9 @@ def test_gap_kernel_wait_and_short_kernel_overrides_change_the_nccl_signals(tmp_
     assert kernel_wait[1] < kernel_wait[0] and n["kernel_wait_max_us"] == 5
     short = [d["signals"]["kernels.short_kernel_pct"] for d in (base, new)]
     assert short[1]["value"] > short[0]["value"] and "shorter than 50 us" in short[1]["source"]
-    assert new["data_quality"]["analysis_params"] == {
+    assert new["data_quality"]["analysis"]["params"] == {
         "timeline:gpu_gap_min_us": 1000.0, "timeline:kernel_wait_max_us": 5.0, "timeline:short_kernel_max_us": 50.0}
-    assert "analysis_params" not in base["data_quality"]
+    assert base["data_quality"]["analysis"]["params"] == {}
 
 
 def test_torch_op_gap_override_on_a_cpu_only_trace():
@@ -90,7 +90,7 @@ def test_report_applies_the_same_overrides(tmp_path):
     res = run_diagnose("report", str(bundle), "-f", "json", "--thresholds", over)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["data_quality"]["analysis_params"] == {"timeline:gpu_gap_min_us": 500.0}
+    assert doc["data_quality"]["analysis"]["params"] == {"timeline:gpu_gap_min_us": 500.0}
     assert doc["details"]["torch_traces"][0]["idle_gaps"]["min_gap_us"] == 500
 
 

@@ -58,7 +58,7 @@ def test_live_tui_with_thresholds_writes_the_verdict_headless_writes(workload, t
     assert doc["verdict"]["quadrant"] == default.verdict.quadrant.value == Quadrant.SERVICE.value
     assert done.report.overrides == NOT_SERVICE
     assert json.loads((done.capture.bundle_path / "findings.json").read_text())["data_quality"][
-        "threshold_overrides"] == NOT_SERVICE
+        "analysis"]["threshold_overrides"] == NOT_SERVICE
 
 
 def test_provisional_analyses_use_the_overrides():

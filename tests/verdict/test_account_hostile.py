@@ -81,7 +81,7 @@ def test_one_bad_process_record_costs_itself(tmp_path):
     _write(b / "process.jsonl", recs)
     a = analyze(Bundle.open(b))
     _sane(a)
-    assert a.data_quality["invalid_stream_records"] == {"process.jsonl": 1}
+    assert a.data_quality.streams.invalid_records == {"process.jsonl": 1}
     assert a.signals["cpu.process_util_pct"].value is not None
     assert a.verdict.quadrant.value == "io" and a.accounts[0].resource == "threads"
 
@@ -125,7 +125,7 @@ def test_a_foreign_trace_indexed_into_a_bundle_does_not_take_its_verdict(tmp_pat
     _write(b / "torch.jsonl", index + [{"file": "torch/trace-9999.json.gz"}])
     a = analyze(Bundle.open(b))
     _sane(a)
-    assert "do not belong together" in a.data_quality["traces_apart"]
+    assert "do not belong together" in a.data_quality.torch.traces_apart
     assert (a.verdict.quadrant.value, a.verdict.layer.value) == ("compute", "model"), a.verdict.headline
     assert any("trace-9999" in acc.title for acc in a.accounts[1:])
 

@@ -213,7 +213,7 @@ def test_traces_that_do_not_belong_together_are_analysed_apart(tmp_path):
     if not (v100.exists() and a100.exists()):
         pytest.skip("../shared/data/torch-traces is absent")
     a = analyze(Bundle.open(import_files([v100, a100], tmp_path)))
-    warning = a.data_quality["traces_apart"]
+    warning = a.data_quality.torch.traces_apart
     assert "do not belong together" in warning and "V100" in warning and "A100" in warning
     assert "analysed apart" in a.verdict.confidence_reason
     # each group keeps its own verdict-worthy account: the A100 one waits for its host, the V100 computes

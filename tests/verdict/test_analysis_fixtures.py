@@ -70,7 +70,7 @@ def test_torn_last_line_is_skipped_and_counted(tmp_path):
     with open(dst / "process.jsonl", "a") as fh:
         fh.write('{"t_ns": 12, "cpu_us')
     a = analyze(Bundle.open(dst))
-    assert a.data_quality["torn_stream_lines"] == {"process.jsonl": 1}
+    assert a.data_quality.streams.torn_lines == {"process.jsonl": 1}
     assert a.verdict.quadrant == Quadrant.SERVICE
 
 
@@ -86,7 +86,7 @@ def test_threshold_override_changes_the_findings_not_the_account():
     assert "service.serialization" not in {f.rule_id for f in a.findings}
     assert a.verdict.quadrant == default.verdict.quadrant == Quadrant.SERVICE
     assert a.verdict.headline != default.verdict.headline  # the lead rule's summary is gone
-    assert a.data_quality["threshold_overrides"] == overrides
+    assert a.data_quality.analysis.threshold_overrides == overrides
     from diagnose.verdict.evaluate import ThresholdError
 
     with pytest.raises(ThresholdError):

@@ -67,7 +67,7 @@ def test_a_zero_bandwidth_override_leaves_the_compute_verdict_alone(tmp_path):
         [{"model": "X", "match": "H200", "dense_bf16_tflops": 989, "mem_tb_per_s": 0, "source": "t"}]))
     a = analyze(Bundle.open(b))
     assert a.verdict.quadrant.value == "compute"
-    assert "source_errors" not in a.data_quality
+    assert not a.data_quality.streams.source_errors
 
 
 def test_long_device_names_cannot_make_the_spec_patterns_backtrack():
@@ -115,7 +115,7 @@ def test_zero_length_gpu_events_and_monster_names_cost_nothing_else(tmp_path):
     res = run_diagnose("analyze", str(trace), "--out", str(tmp_path), "--format", "json", timeout=60)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert "source_errors" not in doc["data_quality"], doc["data_quality"]
+    assert not doc["data_quality"]["streams"]["source_errors"], doc["data_quality"]
     assert "span 0 ns" in doc["signals"]["gpu.idle_pct"]["reason"]
     names = [k["name"] for t in doc["details"]["torch_traces"] for k in t["top_kernels"]]
     assert names and all(len(n) <= 4096 for n in names)

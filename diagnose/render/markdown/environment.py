@@ -147,10 +147,10 @@ def _priority(cost: dict[str, Any]) -> str:
     if not isinstance(raw, dict) or not raw:
         return ""
     got = sorted({str(v) for v in raw.values()})
-    lowest = all(g in ("SCHED_IDLE", "nice 19") for g in got)
+    lowest = all(g == "nice 19" for g in got)
     return (f" Collectors and py-spy ran at {text(', '.join(got))}" + (
-        ": the target's threads had the cores first (py-spy waits for an idle core, hence the window gaps "
-        "on a saturated host)." if lowest else "."))
+        ": the target's threads had the cores first (on a saturated host py-spy waits its turn, hence "
+        "the window gaps)." if lowest else "."))
 
 
 __all__ = ["cost_line", "environment_bits"]

@@ -18,6 +18,7 @@ from diagnose.render.base import Renderer
 from diagnose.render.markdown.gfm import code, fenced, text
 from diagnose.render.markdown.gfm import table as _table
 from diagnose.render.units import bound_words, fmt_value, pid_text, utc_datetime
+from diagnose.results.quality import DataQuality
 
 MAX_FRAMES = 8
 MAX_CHARS = 12_000  # the default report fits a ticket field (Jira: 32,767) several times over
@@ -80,14 +81,14 @@ class MarkdownRenderer(Renderer):
             out += [f"**Confidence {v.confidence:.2f}**: {text(v.confidence_reason)}.", ""]
         elif v.confidence_reason:
             out += [f"Why: {text(v.confidence_reason)}.", ""]
-        overrides = a.data_quality.get("threshold_overrides")
+        dq = a.data_quality
+        overrides = dq.analysis.threshold_overrides
         if overrides:
             out += ["**Threshold overrides** (`--thresholds`): " + ", ".join(
                 f"{code(k)} = {v:g}" for k, v in overrides.items()) + ".", ""]
-        if a.data_quality.get("traces_apart"):
-            out += [f"**Warning:** {text(a.data_quality['traces_apart'])}.", ""]
-        warnings = [w for w in a.data_quality.get("warnings") or [] if isinstance(w, dict) and w.get("text")]
-        notes = [*_quality_notes(a.data_quality), *(str(w["text"]) for w in warnings)]
+        if dq.torch is not None and dq.torch.traces_apart:
+            out += [f"**Warning:** {text(dq.torch.traces_apart)}.", ""]
+        notes = [*_quality_notes(dq), *(w.text for w in dq.warnings if w.text)]
         out += [line for n in notes for line in (f"**Data quality:** {text(n.rstrip('.'))}.", "")]
         return out + [when, "", f"Target command: {code(cmd)}", ""]
 
@@ -204,15 +205,14 @@ class MarkdownRenderer(Renderer):
             [c.get("name"), c.get("state"), c.get("reason") or "-",
              ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
             for c in m.get("collectors", [])])
-        dq = {k: v for k, v in a.data_quality.items() if v not in (None, {}, []) and k != "warnings"}  # in the head
-        return out + [f"- {k.replace('_', ' ')}: {text(_plain(v))}" for k, v in dq.items()] + [""]
+        # the warnings are in the head
+        return out + [f"- {label}: {text(_plain(v))}" for label, v in a.data_quality.figures()] + [""]
 
     def _environment(self, report: Report) -> list[str]:
         from diagnose.render.markdown.environment import environment_bits
 
         m = report.manifest
-        flagged = {str(n) for w in report.analysis.data_quality.get("warnings") or [] if isinstance(w, dict)
-                   for n in w.get("collectors") or ()}
+        flagged = {n for w in report.analysis.data_quality.warnings for n in w.collectors}
         collectors = ", ".join(f"{c.get('name')} {c.get('state')}" + (" (see data quality)" if c.get("name") in flagged
                                                                       else "") for c in m.get("collectors", []))
         return ["## Environment", "", "; ".join(environment_bits(report)) + ".", "",
@@ -254,17 +254,17 @@ def _size(lines: list[str]) -> int:
     return sum(len(ln) + 1 for ln in lines)
 
 
-def _quality_notes(dq: dict[str, Any]) -> list[str]:
+def _quality_notes(dq: DataQuality) -> list[str]:
     """What the analysis left out or repaired, one sentence each: malformed trace events dropped or
     repaired, server-lifetime root spans kept out of the request statistics, bundle members not
     read (a FIFO, device or symlink), traces left out of the job of several ranks."""
-    damage = dq.get("torch_trace_damage") or []
-    ranks = dq.get("ranks_not_compared")
-    excluded = dq.get("requests_excluded")
-    unread = dq.get("unreadable_members") or {}
+    damage = dq.torch.trace_damage if dq.torch else ()
+    ranks = dq.torch.ranks_not_compared if dq.torch else None
+    excluded = dq.spans.requests_excluded if dq.spans else None
+    unread = dq.streams.unreadable_members
     skipped = [f"bundle member {name} not read: {why}" for name, why in list(unread.items())[:MAX_QUALITY_NOTES]]
-    return ([str(n) for n in damage[:MAX_QUALITY_NOTES]] + ([str(excluded)] if excluded else []) + skipped
-            + ([str(ranks)] if ranks else []))
+    return (list(damage[:MAX_QUALITY_NOTES]) + ([excluded] if excluded else []) + skipped
+            + ([ranks] if ranks else []))
 
 
 def _plain(v: Any) -> str:

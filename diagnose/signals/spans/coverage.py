@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.results.quality import SpansCoverage
 from diagnose.signals.spans.analytics import Span
 from diagnose.traces.intervals import merge
 
@@ -69,15 +70,14 @@ class SpanCoverage:
                 f"({100 * self.covered_s / self.window_s:.0f}%){kept}: QPS, latency and concurrency are computed "
                 f"over the covered {self.covered_s:.2f} s only")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"spans_dropped": self.dropped, "window_s": round(self.window_s, 3),
-                "covered_s": round(self.covered_s, 3),
-                "covered_share_pct": round(100 * self.covered_s / self.window_s, 1) if self.window_s else None,
-                "kept_first_start_ns": self.kept[0] if self.kept else None,
-                "kept_last_end_ns": self.kept[1] if self.kept else None,
-                "gaps_ns": [list(g) for g in self.gaps[:32]], "drop_times_known": self.ranges_known,
-                "producers": list(self.producers),
-                "statement": self.statement()}
+    def quality(self) -> SpansCoverage:
+        """The figures of the data-quality section (``spans.coverage``)."""
+        return SpansCoverage(
+            spans_dropped=self.dropped, window_s=round(self.window_s, 3), covered_s=round(self.covered_s, 3),
+            covered_share_pct=round(100 * self.covered_s / self.window_s, 1) if self.window_s else None,
+            kept_first_start_ns=self.kept[0] if self.kept else None,
+            kept_last_end_ns=self.kept[1] if self.kept else None, gaps_ns=tuple(self.gaps[:32]),
+            drop_times_known=self.ranges_known, producers=tuple(self.producers), statement=self.statement())
 
 
 def _int(v: Any) -> int | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.agent.inproc.spanbudget import MIN_KEEP_FRACTION, hex_kept
+from diagnose.results.quality import SpansSampling
 
 PRODUCER = "agent"  # the only span producer that samples
 MAX_HISTORY = 64
@@ -57,11 +58,12 @@ class SpanSampling:
                 f"span work {budget}{cost}: {seen}request counts, QPS and in-flight requests are the sample's "
                 f"scaled by {self.one_in}; latency percentiles and stage shares are the sample's")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"one_in": self.one_in, "keep_fraction": self.fraction, "history": [list(h) for h in self.history],
-                "spans_seen": self.seen, "spans_kept": self.kept, "spans_left_out": self.left_out,
-                "agent_span_cpu_s": self.cpu_s, "agent_span_cpu_pct": self.cpu_pct,
-                "agent_span_cpu_budget_pct": self.budget_pct, "statement": self.statement()}
+    def quality(self) -> SpansSampling:
+        """The figures of the data-quality section (``spans.sampling``)."""
+        return SpansSampling(
+            one_in=self.one_in, keep_fraction=self.fraction, history=self.history, spans_seen=self.seen,
+            spans_kept=self.kept, spans_left_out=self.left_out, agent_span_cpu_s=self.cpu_s,
+            agent_span_cpu_pct=self.cpu_pct, agent_span_cpu_budget_pct=self.budget_pct, statement=self.statement())
 
 
 def _count(v: Any) -> int | None:

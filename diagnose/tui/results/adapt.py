@@ -13,6 +13,7 @@ from typing import Any
 
 from diagnose.model import JUDGED_QUADRANTS, Analysis, Finding, NotJudged, Quadrant, Signal, StackShare, Verdict
 from diagnose.render.units import pid_text
+from diagnose.results.quality import DataQuality
 from diagnose.rules import LAYER_PLAN
 from diagnose.tui.results.adapt_gaps import gaps_view
 from diagnose.tui.text import fmt_cell, fmt_value, humanize, printable, split_family, utc_datetime, utc_time
@@ -182,12 +183,10 @@ def collectors_table(manifest: dict[str, Any]) -> TableVM:
                    "no collector recorded in the manifest")
 
 
-def quality_table(data_quality: dict[str, Any]) -> TableVM:
+def quality_table(data_quality: DataQuality) -> TableVM:
     """The warnings first (one row each, diagnose/verdict/data_quality.py), then every figure."""
-    warned = tuple(("warning", str(w["text"])) for w in data_quality.get("warnings") or ()
-                   if isinstance(w, dict) and w.get("text"))
-    rows = warned + tuple((k.replace("_", " "), fmt_cell(v)) for k, v in data_quality.items()
-                          if k != "warnings" and v not in (None, {}, []))
+    warned = tuple(("warning", w.text) for w in data_quality.warnings if w.text)
+    rows = warned + tuple((label, fmt_cell(v)) for label, v in data_quality.figures())
     return TableVM("data quality", ("figure", "value"), rows, "no data-quality figures")
 
 
@@ -208,8 +207,8 @@ def title_line(manifest: dict[str, Any], bundle_name: str) -> str:
     return f"{bundle_name} · pid {pid_text(t)} · {cmd}"
 
 
-def capture_line(manifest: dict[str, Any], data_quality: dict[str, Any]) -> str:
-    dur = data_quality.get("capture_s")
+def capture_line(manifest: dict[str, Any], data_quality: DataQuality) -> str:
+    dur = data_quality.capture_s
     partial = " · PARTIAL capture" if manifest.get("partial") else ""
     host = (manifest.get("target") or {}).get("host")
     return ("captured" + (f" {utc_datetime(manifest['started_ns'])}" if manifest.get("started_ns") else "")

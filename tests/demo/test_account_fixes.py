@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.account.threads import AWAITED_MIN, QUEUED_MIN, _in_work_loop, _queued
+from diagnose.account.pieces import _in_work_loop
+from diagnose.account.threads import AWAITED_MIN, QUEUED_MIN, _queued
 from diagnose.model import Quadrant
 from diagnose.signals.stacks import Frame
 
@@ -72,7 +73,7 @@ def test_the_llm_verdict_names_the_phase_that_leads():
 def test_an_event_loop_awaits_only_while_a_request_span_is_open():
     """A healthy service's loop waited in epoll with 8 idle keep-alive connections: the accepted
     connections said "requests open" all the time and the whole wait read as IO. Spans say when."""
-    from diagnose.account.threads import OpenRequests, _split_open
+    from diagnose.account.pieces import OpenRequests, _split_open
 
     spans = OpenRequests([100, 300], [150, 320])  # two requests' union: [100, 150) and [300, 320)
     assert _split_open(0, 400, spans) == [(0, 100, "idle.work"), (100, 150, "await"), (150, 300, "idle.work"),
@@ -87,7 +88,7 @@ def test_with_spans_sampled_an_idle_loop_awaits_the_sampled_out_requests_by_thei
     set aside, the accepted (keep-alive) connections said "a request open" all the time. Now the kept
     traces say when one was open, and the sampled-out ones' in-flight the share of the rest."""
 
-    from diagnose.account.threads import OpenRequests, _split_open
+    from diagnose.account.pieces import OpenRequests, _split_open
 
     half = OpenRequests([100], [200], unseen=0.25)
     assert _split_open(0, 400, half) == [(0, 25, "await"), (25, 100, "idle.work"), (100, 200, "await"),
@@ -100,9 +101,9 @@ def test_open_requests_of_a_sampled_bundle_are_the_kept_traces_and_the_rest_by_l
     import math
     import random
 
-    from diagnose.account.threads import _open_requests
     from diagnose.agent.inproc.spanbudget import hex_kept
     from diagnose.bundle import Bundle, BundleWriter
+    from diagnose.signals.thread_time import open_requests
 
     rng, t0 = random.Random(5), 1_700_000_000 * 10**9
     w = BundleWriter(tmp_path)
@@ -120,7 +121,7 @@ def test_open_requests_of_a_sampled_bundle_are_the_kept_traces_and_the_rest_by_l
         {"name": "agent", "state": "ok", "counts": {"spans_keep_fraction": 0.25,
                                                      "spans_keep_history": [[t0, 0.25]]}}]})
     w.close()
-    o = _open_requests(Bundle.open(tmp_path))
+    o = open_requests(Bundle.open(tmp_path))
     assert o is not None and o.starts == kept  # only the final sample's traces, each its own interval
     # the kept quarter is 0.075 in flight, the other three quarters 0.225: P(one open) = 1 - e^-0.225
     assert o.unseen == pytest.approx(1 - math.exp(-0.225), rel=0.1)
@@ -130,22 +131,23 @@ def test_a_thread_read_in_a_futex_whose_cpu_time_covers_it_ran_through_those_rea
     """The compute scenario read as service about one run in three: its model worker was read asleep in
     a futex (a GIL handoff between two ops) at 45% of its instants inside ``Linear.forward``, while /proc
     said it used 11.9 s of CPU against 6.5 s of sampled running: the futex readings were instants."""
-    from diagnose.account.threads import _Piece, _ran_through_futex
+    from diagnose.account.corrections import ran_through_futex
+    from diagnose.account.pieces import Piece
     from diagnose.signals.threads import Reading, ThreadUsage
 
     s = 10**9
-    worker = [_Piece(1, 0, 6 * s, "cpu.compute"), _Piece(1, 6 * s, 11 * s, "wait.gil", "cpu.compute"),
-              _Piece(1, 11 * s, 20 * s, "idle.work")]
+    worker = [Piece(1, 0, 6 * s, "cpu.compute"), Piece(1, 6 * s, 11 * s, "wait.gil", "cpu.compute"),
+              Piece(1, 11 * s, 20 * s, "idle.work")]
     readings = [Reading(0, "running", None, None), Reading(20 * s, "lock_wait", "futex_do_wait", None)]
-    out, n = _ran_through_futex(worker, {1: ThreadUsage(1, cpu_s=11.9, readings=readings)})
+    out, n = ran_through_futex(worker, {1: ThreadUsage(1, cpu_s=11.9, readings=readings)})
     assert n == 1 and [(p.start_ns, p.end_ns, p.kind) for p in out] == [
         (0, 6 * s, "cpu.compute"), (6 * s, 11 * s, "cpu.compute"), (11 * s, 20 * s, "idle.work")]
     # two Python threads taking turns on the GIL: each used only the CPU of its running half
-    turns = [_Piece(2, 0, 5 * s, "cpu.python"), _Piece(2, 5 * s, 10 * s, "wait.gil", "cpu.python")]
-    out, n = _ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=5.05, readings=readings)})
+    turns = [Piece(2, 0, 5 * s, "cpu.python"), Piece(2, 5 * s, 10 * s, "wait.gil", "cpu.python")]
+    out, n = ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=5.05, readings=readings)})
     assert n == 0 and out == turns
     # in between: 2 of the 5 waiting seconds ran
-    out, _ = _ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=7.0, readings=readings)})
+    out, _ = ran_through_futex(turns, {2: ThreadUsage(2, cpu_s=7.0, readings=readings)})
     assert [(p.start_ns, p.end_ns, p.kind) for p in out] == [
         (0, 5 * s, "cpu.python"), (5 * s, 7 * s, "cpu.python"), (7 * s, 10 * s, "wait.gil")]
 
@@ -153,9 +155,11 @@ def test_a_thread_read_in_a_futex_whose_cpu_time_covers_it_ran_through_those_rea
 def test_the_agents_profiler_holds_are_cut_out_of_the_target_threads_time(tmp_path):
     """The llm scenario read as service: its model worker's GIL and lock waits fell, 75% of them, inside
     the agent's own torch window stop and export (a 745 ms hold): the observer's cost, not the service's."""
-    from diagnose.account.threads import _outside, _Piece, _profiler_holds
+    from diagnose.account.corrections import outside
+    from diagnose.account.pieces import Piece
     from diagnose.agent.inproc.torchwin import YIELD_S
     from diagnose.bundle import Bundle, BundleWriter
+    from diagnose.signals.thread_time import profiler_holds
 
     ms = 1_000_000
     w = BundleWriter(tmp_path)
@@ -164,10 +168,10 @@ def test_the_agents_profiler_holds_are_cut_out_of_the_target_threads_time(tmp_pa
     w.stream("torch.jsonl").write({"file": "torch/imported.json", "start_ns": 0, "end_ns": 900 * ms})  # no hold said
     w.write_manifest({"schema_version": 1, "collectors": []})
     w.close()
-    holds = _profiler_holds(Bundle.open(tmp_path))
+    holds = profiler_holds(Bundle.open(tmp_path))
     lo = 300 * ms + int(YIELD_S * 1e9)
     assert holds == [(200 * ms, 300 * ms), (lo, lo + 100 * ms)]
-    out, cut = _outside([_Piece(1, 0, 1000 * ms, "wait.gil", "cpu.compute"), _Piece(2, 500 * ms, 600 * ms, "lock")],
+    out, cut = outside([Piece(1, 0, 1000 * ms, "wait.gil", "cpu.compute"), Piece(2, 500 * ms, 600 * ms, "lock")],
                         holds)
     assert cut == 200 * ms
     assert [(p.tid, p.start_ns, p.end_ns, p.kind) for p in out] == [

@@ -31,6 +31,13 @@ def test_a_wait_on_another_threads_result_or_deeper_in_the_code_is_not_waiting_f
     assert not _in_work_loop((Frame("<module>", "/srv/main.py", 3), Frame("main", "/srv/main.py", 9), *GET))
 
 
+def test_a_timer_waiting_for_its_time_waits_for_work():
+    timer = (Frame("Timer.run", "/usr/lib/python3.11/threading.py", 1399),
+             Frame("Event.wait", "/usr/lib/python3.11/threading.py", 629),
+             Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 331))
+    assert _in_work_loop((*ROOT[:2], *timer))
+
+
 def test_an_event_loop_awaiting_half_the_model_time_is_a_queue_handler_threads_need_two_workers_worth():
     assert _queued("await", AWAITED_MIN * 10, 10) and not _queued("await", AWAITED_MIN * 10 - 0.1, 10)
     assert _queued("handoff", QUEUED_MIN * 10, 10) and not _queued("handoff", AWAITED_MIN * 10, 10)

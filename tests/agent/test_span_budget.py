@@ -183,3 +183,40 @@ def test_stop_converts_for_a_bounded_time_then_discards_the_rest_as_dropped(tmp_
     assert c["spans"] + c["spans_discarded_at_stop"] == c["spans_seen"] == 2 * traces
     [(lo, hi)] = c["spans_dropped_ranges_ns"]  # the discarded ones ended last: one stretch at the end
     assert c["spans_last_end_ns"] <= lo + 10**6 and hi <= c["spans_window_ns"][1]
+
+
+class _CountedYields:
+    """The capture module's ``time`` with its ``sleep`` calls (the GIL yields) counted."""
+
+    def __init__(self) -> None:
+        self.yields = 0
+
+    def sleep(self, s: float) -> None:
+        self.yields += 1
+        time.sleep(s)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_spans_the_fraction_left_out_are_filtered_without_a_yield_per_batch(tmp_path, monkeypatch):
+    """Against a target running Python flat out each yield costs a 5 ms switch interval: yielding after
+    every batch taken moved ~13k spans/s, and at 32k spans/s the stop discarded ~5k of them. A yield
+    comes once per GIL_HOLD_S of the capture thread's CPU, whatever the batches held."""
+    session = CaptureSession(1, CaptureRequest(tmp_path, 30.0, torch=False, gc=False), tmp_path, None)
+    span_hooks.HOOKS.sink = session._sink
+    try:
+        _traces(_provider(seed=3), 4000)  # 12,000 spans queued under the first fraction (1.0) ...
+    finally:
+        span_hooks.HOOKS.sink = None
+    session._span_budget.fraction = MIN_KEEP_FRACTION  # ... which has since fallen
+    queued = len(session._sink.finished)
+    counted = _CountedYields()
+    monkeypatch.setattr(capture_mod, "time", counted)
+    cpu0 = time.thread_time()
+    session._drain_spans(session._writer.stream(SPANS.name), 60.0)
+    cpu_s = time.thread_time() - cpu0
+    session._writer.close()
+    assert not session._sink.finished and session._sink.taken == queued == 12_000
+    assert counted.yields <= cpu_s / capture_mod.GIL_HOLD_S, (counted.yields, cpu_s)
+    assert counted.yields < queued / capture_mod.BATCH_SPANS  # not one per batch

@@ -7,11 +7,19 @@ each to the one long-lived profiler thread (torchthread.py), which starts, guard
 and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
 and TORCH_TRACES (diagnose/bundle/streams.py).
 
-Span work is budgeted (spanbudget.py): spans are converted in batches of BATCH_SPANS with the GIL
-given up between batches, for at most DRAIN_SLICE_S per wake (the rest waits in the queue), its CPU
-time measured; over SPAN_CPU_SHARE of a core the sampler keeps fewer traces. When the capture ends
-the hooks are unset at once and at most STOP_DRAIN_S is spent converting what is queued; the rest
-is discarded and counted as dropped, so the target is not left converting after attach returns.
+Span work is budgeted (spanbudget.py): spans are taken in batches of BATCH_SPANS and the GIL given up
+once the capture thread has held it for GIL_HOLD_S of its CPU, for at most DRAIN_SLICE_S per wake (the
+rest waits in the queue), its CPU time measured; over SPAN_CPU_SHARE of a core the sampler keeps fewer
+traces. When the capture ends the hooks are unset at once and at most STOP_DRAIN_S is spent converting
+what is queued; the rest is discarded and counted as dropped, so the target is not left converting
+after attach returns.
+
+The yield is by CPU held, not by batch: against a target that runs Python flat out, each yield costs
+the capture thread a whole switch interval (sys.getswitchinterval(), 5 ms) before it has the GIL
+again. Yielding after every batch taken, also after batches of spans the fraction had since left
+out (filtered at ~4 us a span, no conversion), moved ~13k spans/s at best: at 32k spans/s the 10k
+queued under the first fraction before the first review were still queued at the stop (7,398 of
+them, 5,376 taken in 84 yields of the 0.5 s drain, 20 ms of CPU) and ~2-5k were discarded.
 
 ``report()`` says, per part (torch, spans, gc), ``ok``, ``skipped`` (not requested), ``unavailable``
 or ``failed``, with the reason.
@@ -37,7 +45,8 @@ from diagnose.bundle.streams import GC, SPANS, TORCH
 MAX_CAPTURE_S = 3600.0
 DRAIN_PERIOD_S = 0.25
 TORCH_POLL_S = 0.05  # how often the capture looks whether the profiler thread ended its window
-BATCH_SPANS = 64  # converted between two yields of the GIL: ~1-2 ms of the capture thread holding it
+BATCH_SPANS = 64  # taken from the queue at a time: ~1-2.4 ms converting when all are kept
+GIL_HOLD_S = 0.002  # the capture thread's CPU between two yields of the GIL (a kept batch converted)
 DRAIN_SLICE_S = 0.05  # the most one wake spends converting spans (wall time)
 STOP_DRAIN_S = 0.5  # the most the end of a capture spends converting what is still queued
 TORCH_STOP_WAIT_S = 10.0  # a stop waits for quiet (quiesce.py): past this the capture goes on without it
@@ -291,11 +300,12 @@ class CaptureSession:
                 gc_stream.write(p)
 
     def _drain_spans(self, stream: Any, limit_s: float) -> None:
-        """Convert queued spans in batches, yielding the GIL between them, for at most ``limit_s``.
-        The CPU of each batch is charged to the budget (its conversion apart: the cost per span),
-        which may lower the sink's bound."""
+        """Convert queued spans in batches, yielding the GIL after each GIL_HOLD_S of CPU, for at
+        most ``limit_s``. The CPU of each batch is charged to the budget (its conversion apart: the
+        cost per span), which may lower the sink's bound."""
         budget, sink = self._span_budget, self._sink
         until = time.monotonic() + limit_s
+        held_from = time.thread_time()
         while sink.finished:
             t0 = time.thread_time()
             kept, left_out = span_hooks.split_kept(sink.take(BATCH_SPANS), budget.bound, self._span_counts.reject)
@@ -306,7 +316,9 @@ class CaptureSession:
             budget.charge(t2 - t1, written, t1 - t0)
             if budget.review(time.time_ns(), sink.seen):
                 sink.bound = budget.bound
-            time.sleep(0)  # let the application's threads have the GIL
+            if t2 - held_from >= GIL_HOLD_S:
+                time.sleep(0)  # let the application's threads have the GIL
+                held_from = time.thread_time()
             if time.monotonic() >= until:
                 break
 

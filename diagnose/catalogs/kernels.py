@@ -34,7 +34,7 @@ G = KernelGroup
 KERNEL_CATALOG: tuple[KernelPattern, ...] = (
     KernelPattern("memcpy", G.MEMORY, r"^(Memcpy|dma|hipMemcpy)|\bMemcpy\b"),
     KernelPattern("memset", G.MEMORY, r"^(Memset|hipMemset)|\bMemset\b"),
-    KernelPattern("sync", G.SYNC, r"^(Stream Sync|Event Sync|Context Sync|Stream Wait Event|Device Sync)"),
+    KernelPattern("sync", G.SYNC, r"^(Stream Sync|Event Sync|Context Sync|Stream Wait Event|Device Sync|event_wait$|event_record$)"),
     KernelPattern("collective", G.COMMUNICATION, r"(?i)^(void )?(nccl|rccl)|ncclDevKernel|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|c10d"),
     KernelPattern("attention", G.COMPUTE, r"(?i)flash|fmha|attention|attn|sdpa|mha_|paged_attention|xformers"),
     KernelPattern("norm", G.MEMORY, r"(?i)layer_?norm|batch_?norm|rms_?norm|group_?norm|bn_fw|bn_bw|cudnn::bn_|instance_?norm|MIOpenBatchNorm"),
@@ -46,13 +46,16 @@ KERNEL_CATALOG: tuple[KernelPattern, ...] = (
 )
 DEFAULT_CATEGORY = KernelPattern("other_compute", G.COMPUTE, r"")
 
-# Holistic Trace Analysis' non-compute test (is_compute_kernel), plus RCCL spellings.
-TEMPORAL_NON_COMPUTE = r"^nccl.*Kernel|^rccl|Memcpy|^Memset|Sync"
+# Holistic Trace Analysis' non-compute test (is_compute_kernel), plus RCCL spellings, MTIA's DMA (as HTA's
+# compute pattern leaves it out) and MTIA's device-side event waits (its "Stream Wait Event").
+TEMPORAL_NON_COMPUTE = r"^nccl.*Kernel|^rccl|Memcpy|^Memset|Sync|^dma|^event_(wait|record)$"
 
-# Host-side calls that block the CPU thread until the GPU catches up (CUDA and HIP).
-SYNC_CALLS = r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|Memcpy(?!Async)|MemcpyWithStream|MemcpyDtoH(?!Async))|^cu(CtxSynchronize|StreamSynchronize|EventSynchronize)"
-# Host-side calls that enqueue work (their start is when the host asked for the kernel).
-LAUNCH_CALLS = r"^(cuda|hip|cu)(Launch|ExtModuleLaunch|ModuleLaunch|GraphLaunch|Memcpy|Memset|LaunchKernel)|^hipExtLaunch|^cuLaunchKernel"
+# Host-side calls that block the CPU thread until the GPU catches up (CUDA and HIP; MTIA's runtime
+# writes "synchronizeStream" and "synchronize").
+SYNC_CALLS = r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|Memcpy(?!Async)|MemcpyWithStream|MemcpyDtoH(?!Async))|^cu(CtxSynchronize|StreamSynchronize|EventSynchronize)|^synchronize(Stream|Device|Event)?$"
+# Host-side calls that enqueue work (their start is when the host asked for the kernel); MTIA's
+# launch is "runFunction - job_prep_and_submit_for_execution" (as Holistic Trace Analysis reads it).
+LAUNCH_CALLS = r"^(cuda|hip|cu)(Launch|ExtModuleLaunch|ModuleLaunch|GraphLaunch|Memcpy|Memset|LaunchKernel)|^hipExtLaunch|^cuLaunchKernel|^runFunction\b"
 # Memcpy direction and host memory kind, from Kineto's memcpy names, e.g.
 # "Memcpy DtoH (Device -> Pageable)"; ROCm writes "Memcpy HtoD (Host -> Device)".
 MEMCPY_DIRECTION = r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)\b"

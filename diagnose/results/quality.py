@@ -87,7 +87,9 @@ class TorchQuality(msgspec.Struct, frozen=True, kw_only=True):
     (a trace that could not be read, one line each), ``trace_damage`` (events dropped or repaired,
     per file), ``trace_late`` (a window still exporting when attach stopped waiting), ``traces_apart``
     (traces that do not belong together, analysed apart), ``ranks_not_compared`` (why there is no job
-    of several ranks, or the traces left out of it) and ``ranks_notes`` (the job analysis' notes)."""
+    of several ranks, or the traces left out of it), ``ranks_notes`` (the job analysis' notes) and
+    ``device_not_recorded`` (traces that launched device work but recorded no kernel activity, one line
+    each: diagnose/traces/report.py TraceReport.device_not_recorded)."""
 
     traces: int = 0
     trace_errors: tuple[str, ...] = ()
@@ -96,6 +98,7 @@ class TorchQuality(msgspec.Struct, frozen=True, kw_only=True):
     traces_apart: str | None = None
     ranks_not_compared: str | None = None
     ranks_notes: tuple[str, ...] = ()
+    device_not_recorded: tuple[str, ...] = ()  # traces that launched device work but recorded none of it
 
 
 class SpansCoverage(msgspec.Struct, frozen=True, kw_only=True):

@@ -251,7 +251,8 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     torch = TorchQuality(traces=len(all_reports), trace_errors=tuple(trace_errors), trace_damage=tuple(damage),
                          trace_late=late_trace_statement(bundle, len(all_reports)),
                          traces_apart=apart["warning"] if apart else None, ranks_not_compared=not_ranks or None,
-                         ranks_notes=tuple(job.notes) if job else ())
+                         ranks_notes=tuple(job.notes) if job else (),
+                         device_not_recorded=tuple(w for r in reports if (w := r.device_not_recorded)))
     spans = SpansQuality(
         count=len(ss.spans), invalid=ss.invalid, requests_excluded=_excluded_note(ss),
         coverage=coverage.quality() if coverage else None, sampling=sampling.quality() if sampling else None,

@@ -9,6 +9,7 @@ events, instant events, unused args) is counted and dropped.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -20,12 +21,16 @@ from diagnose.traces.op_args import batch_dim, precision_code
 from diagnose.traces.schema import (
     CAT_CODE,
     CAT_CPU_OP,
+    CAT_KERNEL,
+    CAT_SYNC,
+    DEVICE_WAIT_NAMES,
     EVENT_COLUMNS,
     FLOW_CATS,
     FLOW_COLUMNS,
     FLOW_END,
     FLOW_START,
     GPU_CATS,
+    PROFILER_RANGE_CATS,
     Table,
 )
 from diagnose.traces.store import GrowingTable, PartitionedStore
@@ -39,6 +44,7 @@ _PH_ATTR = attrgetter("ph")
 _FLOPS_ATTR = attrgetter("flops")
 _COLL_ATTR, _PG_ATTR = attrgetter("collective"), attrgetter("pg_name")
 _SEQ_ATTR, _SEQ_LOWER_ATTR = attrgetter("seq"), attrgetter("seq_lower")
+_DEVICE_WAIT_RX = re.compile(DEVICE_WAIT_NAMES)
 _X_KEYS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
 # column, args key, typed.Args attribute, default where the key is absent
 _ARG_COLUMNS = (("correlation", "correlation", "correlation", -1), ("external_id", "External id", "external_id", -1),
@@ -96,7 +102,8 @@ class ColumnBuilder:
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: {
-        "events": 0, "kept": 0, "flows": 0, "invalid": 0, "skipped": 0})
+        "events": 0, "kept": 0, "flows": 0, "invalid": 0, "skipped": 0, "profiler_ranges": 0})
+    wait_ids: set[int] = field(default_factory=set)  # name ids of device-track waits (DEVICE_WAIT_NAMES)
     labels: list[str] = field(default_factory=list)  # name id -> text
     store: PartitionedStore = field(default_factory=PartitionedStore)
     flow_store: GrowingTable = field(default_factory=lambda: GrowingTable(FLOW_COLUMNS))
@@ -146,6 +153,8 @@ class ColumnBuilder:
         fields = fields + (args,)
         cats = _lookup(CAT_CODE, fields[0])
         if None in cats:  # categories nobody reads (python_function, Trace, ...): dropped here
+            self.counts["profiler_ranges"] += sum(1 for c, raw in zip(cats, fields[0]) if c is None
+                                                  and raw.__class__ is str and raw in PROFILER_RANGE_CATS)
             idx = [i for i, c in enumerate(cats) if c is not None]
             self.counts["skipped"] += len(cats) - len(idx)
             if not idx:
@@ -155,6 +164,9 @@ class ColumnBuilder:
         # the args column: all dicts or all Args (one decoder made the batch), told by its first item
         _, raw, pid, tid, ts, dur, arg_col = fields
         nids = self._name_ids(list(raw))
+        if self.wait_ids:  # a device track's own waits are sync events, not busy time
+            waits = self.wait_ids
+            cats = [CAT_SYNC if c == CAT_KERNEL and n in waits else c for c, n in zip(cats, nids)]
         typed = bool(arg_col) and arg_col[0].__class__ is Args
         rows: dict[str, Any] = {
             "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
@@ -226,6 +238,8 @@ class ColumnBuilder:
         if nid is None:
             nid = self.names[text] = len(self.labels)
             self.labels.append(text)
+            if _DEVICE_WAIT_RX.match(text):
+                self.wait_ids.add(nid)
         if name.__class__ is str:
             self.names[name] = nid
         return nid

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.traces.intervals import merge
 from diagnose.traces.schema import CAT_KERNEL, CAT_MEMCPY, CAT_SYNC
 from diagnose.traces.view import TraceView, launch_mask, steps, sync_mask
 
@@ -38,6 +39,7 @@ def launch_stats(view: TraceView, short_kernel_ns: int = SHORT_KERNEL_NS) -> dic
     short = g["dur_ns"][kern] < short_kernel_ns
     out: dict[str, Any] = {
         "kernels": int(len(kern)),
+        "launch_calls": int(len(calls)),  # host calls that enqueue kernels or copies (catalogs/kernels.py)
         "linked_pct": 100.0 * len(linked) / len(kern) if len(kern) else None,
         "launch_delay": _pcts(delay),
         "launch_call": _pcts(calls),
@@ -71,7 +73,10 @@ def sync_stats(view: TraceView, span_ns: int | None) -> dict[str, Any]:
         c = calls.setdefault(view.name(int(nid)), [0, 0])
         c[0] += 1
         c[1] += int(dur)
-    blocked = int(rt["dur_ns"][m].sum())
+    # the union over threads: several threads blocked at once (an inference server's workers each
+    # in synchronizeStream) are not several times the trace's host time
+    bs, be = merge(rt["start_ns"][m], rt["end_ns"][m])
+    blocked = int((be - bs).sum())
     g = view.gpu
     sync_ev: dict[str, list[int]] = {}
     for nid, dur in zip(g["name"][g["cat"] == CAT_SYNC], g["dur_ns"][g["cat"] == CAT_SYNC]):

@@ -81,6 +81,7 @@ class ReadReport:
     metadata_dropped_bytes: int = 0
     ignored_after: int = 0  # non-blank bytes after the document's root value (a second document)
     damage: Damage = Damage()  # where the dropped events were, backslashes repaired
+    profiler_ranges: int = 0  # CUPTI range-profiler events (kernels replayed under counters): not analysed
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "damage": self.damage.to_json()}
@@ -255,7 +256,7 @@ def read_trace(path: Path | str, base_time_ns: int | None = None, fh: BinaryIO |
     report = ReadReport(st.offset, c["events"], c["kept"] - kept_out, c["flows"] - flows_out,
                         c["invalid"] + tally.out_of_range, c["skipped"],
                         tally.repaired, tally.unparsable, truncated, error, st.skeleton_dropped,
-                        st.ignored_after, tally.damage())
+                        st.ignored_after, tally.damage(), c["profiler_ranges"])
     return KinetoTrace(str(path), meta, report, builder.name_table(), _to_ns(parts["gpu"], base),
                        _to_ns(parts["runtime"], base), _to_ns(parts["cpu"], base), _to_ns(flows, base),
                        builder.thread_names, builder.process_names)

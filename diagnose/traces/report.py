@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,25 @@ class TraceReport:
         return self.gpu_events > 0
 
     @property
+    def device_not_recorded(self) -> str | None:
+        """Why the host time of a trace without GPU events is not the model's, or None: the trace
+        launched device work or replayed kernels under CUPTI's range profiler, yet recorded no
+        kernel, memcpy or memset activity (a range-profiler capture, or the profiler ran without
+        the device activity), so its host op timeline says nothing of what limited the device."""
+        if self.has_gpu:
+            return None
+        ranges, launches = self.read.profiler_ranges, self.tables["launches"]["launch_calls"]
+        if not ranges and not launches:
+            return None
+        name = Path(self.path).name
+        if ranges:
+            return (f"{name} holds {ranges} CUPTI range-profiler ranges and {launches} kernel launch calls but no "
+                    "kernel or memcpy activity: a range-profiler capture replays each kernel under hardware "
+                    "counters, so its host time is the profiler's, not the model's")
+        return (f"{name} holds {launches} kernel launch calls but no kernel or memcpy activity (the profiler ran "
+                "without device activities): its host time cannot say what limited the device")
+
+    @property
     def gaps_source(self) -> str:
         return "gpu" if self.has_gpu else "torch_ops"
 
@@ -80,7 +100,7 @@ class TraceReport:
             "path": self.path, "rank": self.meta.rank, "world_size": self.meta.world_size,
             "devices": sorted(set(self.meta.devices)), "schema_version": self.meta.schema_version,
             "unix_clock": self.meta.unix_clock, "read": self.read.to_json(),
-            "gpu_events": self.gpu_events,
+            "gpu_events": self.gpu_events, "device_not_recorded": self.device_not_recorded,
             "temporal": self.temporal.to_json() if self.temporal else None,
             "temporal_hta_rounding": self.temporal_hta.to_json() if self.temporal_hta else None,
             "idle_by_stream": [s.to_json() for s in self.streams],

@@ -13,8 +13,27 @@ CATEGORY_NAMES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_dr
 CAT_CODE: dict[str, int] = {name: i for i, name in enumerate(CATEGORY_NAMES)
                             if i != CAT_GPU_USER_ANNOTATION}  # GPU-side labels: not analysed
 CAT_CODE.update({"Kernel": CAT_KERNEL, "Memcpy": CAT_MEMCPY, "Memset": CAT_MEMSET,
-                 "Runtime": CAT_RUNTIME, "Driver": CAT_DRIVER, "Operator": CAT_CPU_OP,
-                 "cuda_profiler_range": CAT_USER_ANNOTATION})
+                 "Runtime": CAT_RUNTIME, "Driver": CAT_DRIVER, "Operator": CAT_CPU_OP})
+# CUPTI's range profiler (``cuda_profiler_range``): one event per kernel replayed under its counters,
+# not a timed kernel activity; counted (ReadReport.profiler_ranges), not analysed.
+PROFILER_RANGE_CATS = frozenset({"cuda_profiler_range", "mlu_profiler_range", "gcu_profiler_range"})
+# Other vendors' accelerators (Kineto's ActivityType names, libkineto/src/ActivityType.cpp and its
+# vendor forks): their device tracks are the GPU timeline, their runtimes the host's launch and sync
+# calls. MTIA writes every device event as ``mtia_ccp_events`` (kernels such as "fc-dtype_Float",
+# "pe_exe", DMA as "dma_request"; Holistic Trace Analysis reads the category as GPU kernels) and its
+# host calls as ``mtia_runtime``; Cambricon MLU and Enflame GCU name their copies and runtimes.
+DEVICE_CAT_CODE: dict[str, int] = {
+    "mtia_ccp_events": CAT_KERNEL, "mlu_memcpy": CAT_MEMCPY, "mlu_memset": CAT_MEMSET,
+    "GCU_MEMCPY": CAT_MEMCPY, "GCU_MEMSET": CAT_MEMSET,
+    "mtia_runtime": CAT_RUNTIME, "xpu_runtime": CAT_RUNTIME, "mlu_runtime": CAT_RUNTIME,
+    "gcu_runtime": CAT_RUNTIME, "privateuse1_runtime": CAT_RUNTIME,
+    "xpu_driver": CAT_DRIVER, "gcu_driver": CAT_DRIVER, "privateuse1_driver": CAT_DRIVER,
+    "xpu_sync": CAT_SYNC, "gcu_sync": CAT_SYNC,
+}
+CAT_CODE.update(DEVICE_CAT_CODE)
+# A device track's own waits (MTIA's "event_wait" on another stream, "event_record"): on the timeline
+# as sync events, like CUDA's "Stream Wait Event", not as busy time.
+DEVICE_WAIT_NAMES = r"^(event_wait|event_record|wait_on_event)$"
 GPU_CATS = (CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET)
 FLOW_CATS = {"ac2g": 0, "async_cpu_to_gpu": 1, "async": 2}
 FLOW_START, FLOW_END = 0, 1
@@ -51,5 +70,6 @@ class Table:
 
 
 __all__ = ["CATEGORY_NAMES", "CAT_CODE", "CAT_CPU_OP", "CAT_DRIVER", "CAT_GPU_USER_ANNOTATION", "CAT_KERNEL",
-           "CAT_MEMCPY", "CAT_MEMSET", "CAT_RUNTIME", "CAT_SYNC", "CAT_USER_ANNOTATION", "EVENT_COLUMNS",
-           "FLOW_CATS", "FLOW_COLUMNS", "FLOW_END", "FLOW_START", "GPU_CATS", "Table"]
+           "CAT_MEMCPY", "CAT_MEMSET", "CAT_RUNTIME", "CAT_SYNC", "CAT_USER_ANNOTATION", "DEVICE_CAT_CODE",
+           "DEVICE_WAIT_NAMES", "EVENT_COLUMNS", "FLOW_CATS", "FLOW_COLUMNS", "FLOW_END", "FLOW_START", "GPU_CATS",
+           "PROFILER_RANGE_CATS", "Table"]

@@ -24,6 +24,7 @@ MIN_CONFIDENT_SAMPLES = 200
 # Fewer GPU events / requests than this behind an account lower its confidence in proportion.
 MIN_OBSERVATIONS = {"gpu": 100, "requests": 50}
 OBSERVED = {"gpu": "GPU events", "requests": "requests"}
+NOT_RECORDED_CONFIDENCE = 0.2  # the most a host-time account of a trace that recorded no device activity gets
 NAMES = {"threads": "thread-time", "gpu": "GPU time", "requests": "request time", "torch_ops": "profiled host time"}
 
 
@@ -76,6 +77,9 @@ def confidence(acc: Account, top: float, second: float, quality: float,
                      + (" (few, but the GPU counters agree)" if corroborated else " (few)"))
     if missing:
         parts.append("no " + ", no ".join(missing))
+    if acc.resource == "torch_ops" and dq.torch is not None and dq.torch.device_not_recorded:
+        value = min(value, NOT_RECORDED_CONFIDENCE)
+        parts.append("no kernel activity recorded: " + "; ".join(dq.torch.device_not_recorded))
     if dq.torch is not None and dq.torch.traces_apart:
         parts.append("torch traces that do not belong together were analysed apart (see data quality)")
     return value, "; ".join(parts)

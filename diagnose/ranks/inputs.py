@@ -36,7 +36,7 @@ def rank_inputs(reports: list[TraceReport], names: dict[str, str] | None = None
         return [], "; ".join(w for w in (
             f"rank(s) {', '.join(map(str, twice))} appear in more than one trace: the traces are read as "
             "windows of one job, not compared rank by rank", rankless) if w)
-    return [RankInput(rank, r.path, r.meta.unix_clock, tl) for rank, r, tl in ranked], rankless
+    return [RankInput(rank, r.path, r.meta.unix_clock, tl, r.meta.world_size) for rank, r, tl in ranked], rankless
 
 
 def job_of(reports: list[TraceReport], names: dict[str, str] | None = None

@@ -1,10 +1,13 @@
 """analyze_job(ranks) -> JobAnalysis: per-rank table, stragglers and the job's verdict. Pure.
 
-Collectives are matched across ranks by (process group, sequence number) when every collective
-of every rank carries one, else by (process group, collective name, position) once each rank's
-sequence is aligned with the lowest rank's (ranks/align.py: by names and kernel ends; an ambiguous
-alignment matches nothing, with a note). Only ranks whose GPU windows overlap form the job (the
-largest such set; the others are named in a note). For each
+Collectives are matched across ranks by (process group, sequence number, name) when every collective
+of every rank carries a sequence number, else by (process group, collective name, position) once each
+rank's sequence is aligned with the lowest rank's (ranks/align.py: by names and kernel ends; an ambiguous
+alignment matches nothing, with a note). A matched collective whose kernels do not end together on its
+ranks is not one collective (ranks/agree.py): too many such and the verdict is "cannot tell", never a
+straggler named from them. Only ranks whose GPU windows overlap form the job (the largest such set; the
+others are named in a note); traces whose world size is larger than the ranks given say "N of WORLD
+ranks", and a straggler among them is only the latest of those given. For each
 collective matched on at least two ranks: the *last arrival* is the latest start; a rank's *lag*
 is its start minus the median rank's start, its *wait* the part of its own collective kernel
 before the last arrival (min(end, last) - start: a rank waits inside NCCL, never longer than its
@@ -32,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
+from diagnose.ranks.agree import agreement
 from diagnose.ranks.align import align_occurrences, apart_note, overlapping
 from diagnose.ranks.model import (
     CommSplit,
@@ -67,10 +71,15 @@ def _rank_row(r: RankInput) -> RankRow:
 
 
 def _key_of(ranks: list[RankInput]) -> tuple[str, Callable[[Collective], Hashable]]:
+    """By (process group, sequence number, name) when every collective has a sequence number (one
+    seq with two names on two ranks is not one collective), else by (group, name, aligned position)."""
     every = [c for r in ranks for c in r.timeline.collectives]
     if every and all(c.seq >= 0 for c in every):
-        return "seq", lambda c: (c.group, c.seq)
+        return "seq", lambda c: (c.group, c.seq, c.name)
     return "occurrence", lambda c: (c.group, c.name, c.index)
+
+
+BY = {"seq": "sequence number and name", "occurrence": "name and position (no sequence numbers)"}
 
 
 def _matched(ranks: list[RankInput], by: str, key: Callable[[Collective], Hashable]
@@ -188,7 +197,14 @@ def _stragglers(ranks: list[RankInput], coll_lags: dict[int, list[int]], step_la
                  for s in rows)
 
 
-def _verdict(rows: tuple[RankRow, ...], stragglers: tuple[StragglerRow, ...], comm: CommSplit | None) -> JobVerdict:
+def _world(ranks: list[RankInput]) -> int | None:
+    """The job's world size the traces state (the largest), None where none does."""
+    sizes = [r.world_size for r in ranks if r.world_size]
+    return max(sizes) if sizes else None
+
+
+def _verdict(rows: tuple[RankRow, ...], stragglers: tuple[StragglerRow, ...], comm: CommSplit | None,
+             world: int | None = None) -> JobVerdict:
     late = [s for s in stragglers if s.straggler]
     if late:
         names = ", ".join(f"rank {s.rank}" for s in late)
@@ -201,8 +217,10 @@ def _verdict(rows: tuple[RankRow, ...], stragglers: tuple[StragglerRow, ...], co
                 f"({comm.skew_ns / 1e6:.1f} of {comm.comm_ns / 1e6:.1f} ms)"
                 if comm and comm.skew_pct is not None else "")
         verb = "holds" if len(late) == 1 else "hold"
+        among = (f" (the latest of the {len(rows)} of {world} ranks given: the job's other ranks may be later)"
+                 if world and world > len(rows) else "")
         return JobVerdict(JobBound.STRAGGLER, tuple(s.rank for s in late),
-                          f"{names} {verb} the job back: {'the latest ' if len(late) > 1 else ''}{what}{skew}")
+                          f"{names} {verb} the job back: {'the latest ' if len(late) > 1 else ''}{what}{skew}{among}")
     if comm is not None and comm.skew_pct is not None and comm.skew_pct >= SKEW_BOUND_PCT:
         return JobVerdict(JobBound.SKEW, (), f"ranks wait for each other: synchronisation skew is "
                           f"{comm.skew_pct:.0f}% of the communication time, with no single rank always late")
@@ -222,15 +240,16 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
     ranks = sorted(ranks, key=lambda r: r.rank)
     rows = tuple(_rank_row(r) for r in ranks)
     notes: list[str] = []
+    world = _world(ranks)
     if not all(r.unix_clock for r in ranks):
         off = ", ".join(str(r.rank) for r in ranks if not r.unix_clock)
         notes.append(f"rank(s) {off} not on the Unix clock: collectives and steps are not compared across ranks")
-        return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes))
+        return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes), world)
     inside, apart = overlapping(ranks)
     if len(inside) < 2:
         notes.append("no two ranks' GPU windows overlap: they are not one run's time (traces of different runs, "
                      "or host clocks far apart); collectives and steps are not compared across ranks")
-        return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes))
+        return JobAnalysis(rows, (), None, _verdict(rows, (), None), tuple(notes), world)
     if apart:
         notes.append(apart_note(inside, apart))
         ranks, rows = inside, tuple(r for r in rows if r.rank in {i.rank for i in inside})
@@ -245,6 +264,13 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
         notes.append(_offset_note(offsets))
         ranks = _aligned(ranks, offsets)
         by, matched, single = _matched(ranks, by, key)
+    agreed = agreement(matched)
+    stmt = agreed.statement(BY[by])
+    if not agreed.can_tell and stmt:
+        return JobAnalysis(rows, (), None, JobVerdict(JobBound.UNDETERMINED, (), "cannot tell whether a rank holds "
+                                                      f"the job back: {stmt}"), tuple(notes), world)
+    notes += [stmt] if stmt else []
+    matched = agreed.agreeing
     comm, wait, last_n = _comm(matched, by, single)
     steps: dict[int, dict[int, int]] = defaultdict(dict)
     for r in ranks:
@@ -256,8 +282,8 @@ def analyze_job(ranks: list[RankInput]) -> JobAnalysis:
                              {r: off for r, (off, _) in offsets.items()})
     if not matched and comparable:
         notes.append("no collective kernel matched across ranks (no NCCL/RCCL kernels, or none in common)")
-    return JobAnalysis(rows, stragglers, comm, _verdict(rows, stragglers, comm), tuple(notes))
+    return JobAnalysis(rows, stragglers, comm, _verdict(rows, stragglers, comm, world), tuple(notes), world)
 
 
-__all__ = ["CLOCK_EXPLAINED", "COMM_BOUND_RANKS", "ROBUST_Z", "SKEW_BOUND_PCT", "STRAGGLER_MIN_NS", "analyze_job",
+__all__ = ["BY", "CLOCK_EXPLAINED", "COMM_BOUND_RANKS", "ROBUST_Z", "SKEW_BOUND_PCT", "STRAGGLER_MIN_NS", "analyze_job",
            "rank_bound"]

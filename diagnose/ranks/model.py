@@ -20,23 +20,26 @@ class RankBound(Enum):
 
 class JobBound(Enum):
     """What holds the job back: a straggler (named ranks arrive late), synchronisation skew with no
-    single late rank, exposed communication, or nothing across ranks (each rank's own bound)."""
+    single late rank, exposed communication, nothing across ranks (each rank's own bound), or cannot tell
+    (the collectives matched across ranks do not end together, so they are not the same collectives)."""
 
     STRAGGLER = "straggler"
     SKEW = "sync_skew"
     COMMUNICATION = "communication"
     PER_RANK = "per_rank"
+    UNDETERMINED = "cannot_tell"  # the matched collectives' timing disagrees: not the same collectives
 
 
 @dataclass(frozen=True)
 class RankInput:
     """One rank as the job analysis reads it: its number, file, whether its times are Unix ns
-    (comparable with other ranks'), and its RankTimeline."""
+    (comparable with other ranks'), its RankTimeline and the job's world size its trace states."""
 
     rank: int
     path: str
     unix_clock: bool
     timeline: RankTimeline
+    world_size: int | None = None  # distributedInfo.world_size: the job's ranks, given or not
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,17 @@ class JobAnalysis:
     comm: CommSplit | None  # None: no collective matched across ranks
     verdict: JobVerdict
     notes: tuple[str, ...] = ()
+    world_size: int | None = None  # the job's ranks (distributedInfo.world_size), when more than those given
+
+    @property
+    def scope(self) -> str:
+        """"8 ranks", or "2 of 128 ranks" when the traces' world size is larger than the ranks given."""
+        n = len(self.ranks)
+        return f"{n} of {self.world_size} ranks" if self.world_size and self.world_size > n else f"{n} ranks"
 
     def to_json(self) -> dict[str, Any]:
-        return {"world": len(self.ranks), "ranks": [r.to_json() for r in self.ranks],
+        return {"world": len(self.ranks), "world_size": self.world_size, "scope": self.scope,
+                "ranks": [r.to_json() for r in self.ranks],
                 "stragglers": [s.to_json() for s in self.stragglers],
                 "collectives": self.comm.to_json() if self.comm else None,
                 "verdict": {"bound": self.verdict.bound.value, "ranks": list(self.verdict.ranks),

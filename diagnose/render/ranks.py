@@ -63,7 +63,7 @@ def rank_lines(job: dict[str, Any] | None) -> list[str]:
     if not job:
         return []
     v = job["verdict"]
-    out = [f"job of {job['world']} ranks: {v['bound']}: {v['headline']}"]
+    out = [f"job of {job['scope']}: {v['bound']}: {v['headline']}"]
     comm = _comm_sentence(job)
     if comm:
         out.append("  " + comm)
@@ -80,7 +80,7 @@ def ranks_section(job: dict[str, Any] | None) -> list[str]:
     if not job:
         return []
     v = job["verdict"]
-    out = ["## Ranks", "", f"**Job of {job['world']} ranks: {text(v['bound'])}**: {text(v['headline'])}.", ""]
+    out = ["## Ranks", "", f"**Job of {job['scope']}: {text(v['bound'])}**: {text(v['headline'])}.", ""]
     comm = _comm_sentence(job)
     if comm:
         out += [text(comm) + ".", ""]

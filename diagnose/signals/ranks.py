@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from diagnose.model import Signal, missing
-from diagnose.ranks.model import JobAnalysis
+from diagnose.ranks.model import JobAnalysis, JobBound
 
 NOT_A_JOB = "one rank only (or traces without distinct distributedInfo.rank): nothing to compare across ranks"
 SRC = "torch traces of several ranks (diagnose/ranks)"
@@ -13,6 +13,8 @@ def rank_signals(job: JobAnalysis | None, why_not: str | None = None) -> dict[st
     straggles); ``gpu.sync_skew_pct``: synchronisation skew as a share of the matched collectives'
     time. Missing (with the reason) without a job, or without matched collectives for the skew."""
     lag, skew = "gpu.straggler_lag_ms", "gpu.sync_skew_pct"
+    if job is not None and job.verdict.bound is JobBound.UNDETERMINED:
+        return {lag: missing(lag, "ms", SRC, job.verdict.headline), skew: missing(skew, "%", SRC, job.verdict.headline)}
     if job is None or not job.stragglers:
         why = (job.notes[0] if job and job.notes else why_not) or NOT_A_JOB
         return {lag: missing(lag, "ms", SRC, why), skew: missing(skew, "%", SRC, why)}

@@ -57,4 +57,10 @@ def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
             out.append(f"  {r.share_pct:4.0f}%  {r.quadrant:<10} {r.layer:<8} {r.term}")
     if a.verdict.confidence_reason:
         out.append(f"confidence {a.verdict.confidence:.2f}: {a.verdict.confidence_reason}")
+    if a.verdict.remedy:
+        out.append(f"first remedy: {a.verdict.remedy}")
+    own = a.verdict.dedicated
+    if own is not None:
+        out.append(f"on dedicated cores: {own.quadrant.value}/{own.layer.value if own.layer else '-'}: "
+                   f"first remedy: {own.remedy or '-'}")
     return out + notes

@@ -10,14 +10,23 @@ stays that of its own work, the layer to act on first is the system, never "GIL-
 """
 from __future__ import annotations
 
-from diagnose.account.kinds import ON_CPU
-from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, Quadrant, Verdict
+from dataclasses import replace
+
+from diagnose.account.kinds import KINDS, ON_CPU
+from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, OwnReading, Quadrant, Signal, Verdict
 from diagnose.results.quality import DataQuality
 from diagnose.rules import LAYER_PLAN
+from diagnose.verdict.remedy import kind_remedy, remedy_for
 
 MIXED_RATIO = 0.75
 MIXED_MIN_SHARE = 0.15
 NO_LOAD_MIN_SHARE = 0.8  # waiting for work at least this share of thread-time: no load
+# A service whose busiest thread runs under this % of a core (and the process under this % of the host's
+# cores) while its lead is CPU work is below capacity: no load, with its headroom (the near-idle batched
+# service's worker: ~30% of a core).
+BELOW_CAPACITY_PCT = 50.0
+SATURATED_PCT = 80.0  # the busiest thread at least this busy: waiting for work cannot outvote it
+MAX_HEADROOM = 20  # headroom stated as "more than" beyond this
 STARVED_MIN_SHARE = 0.2
 STARVED_RATIO = 1.25  # waited for a core this many times as long as it ran: clearly more, not noise
 MIN_CONFIDENT_SAMPLES = 200
@@ -86,14 +95,19 @@ def confidence(acc: Account, top: float, second: float, quality: float,
 
 
 def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: float = 1.0,
-           dq: DataQuality | None = None, missing: list[str] | None = None) -> Verdict:
-    dq, missing = dq or DataQuality(), missing or []
+           dq: DataQuality | None = None, missing: list[str] | None = None,
+           signals: dict[str, Signal] | None = None) -> Verdict:
+    """The verdict, its first remedy read from the lead term's kind (verdict/remedy.py) and, on a
+    starved host, the target's own reading on dedicated cores. ``signals``: for the training wording
+    of remedies and the headroom of a service below capacity."""
+    dq, missing, signals = dq or DataQuality(), missing or [], signals or {}
     empty = {q: 0.0 for q in JUDGED_QUADRANTS}
     veto = next((f for f in findings if f.blocks_verdict), None)
     if veto is not None:
         return Verdict(Quadrant.UNKNOWN, None, empty, 0.0,
                        f"No verdict: {veto.title[:1].lower() + veto.title[1:]}. {veto.summary}",
-                       confidence_reason=f"a finding blocks the verdict ({veto.rule_id})")
+                       confidence_reason=f"a finding blocks the verdict ({veto.rule_id})",
+                       remedy=veto.suggestions[0] if veto.suggestions else None)
     if not accounts:
         return Verdict(Quadrant.UNKNOWN, None, empty, 0.0,
                        "No verdict: nothing in this capture accounts for time (no py-spy stacks, kernel "
@@ -103,15 +117,31 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     acc = accounts[0]
     scores = _scores(acc)
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
-    (q1, s1), (q2, s2) = ranked[0], ranked[1]
+    (q1, s1), s2 = ranked[0], ranked[1][1]
     conf, why = confidence(acc, s1, s2, quality, dq, missing, _agrees(accounts, q1))
-    special = _starved(acc, scores, q1, conf, why) or _no_load(acc, scores, conf, why)
-    if special is not None:
-        return special
+    starved = _starved(acc, scores, q1, conf, why)
+    if starved is not None:
+        own, lead = _reading(_without_core(acc), conf, why, findings, signals, dedicated=True)
+        return replace(starved, headline=f"{starved.headline} On dedicated cores it would read: {own.headline}",
+                       remedy=kind_remedy(KINDS["wait.core"], signals),
+                       dedicated=OwnReading(own.quadrant, own.layer, own.remedy, lead, own.headline))
+    return _reading(acc, conf, why, findings, signals)[0]
+
+
+def _reading(acc: Account, conf: float, why: str, findings: list[Finding], signals: dict[str, Signal],
+             dedicated: bool = False) -> tuple[Verdict, str | None]:
+    """The verdict of one account (no load, or its top quadrant's lead term) and the lead's kind.
+    ``dedicated``: the account without its core waits (capacity judged by the CPU the threads got)."""
+    scores = _scores(acc)
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    (q1, s1), (q2, s2) = ranked[0], ranked[1]
+    idle = _no_load(acc, scores, conf, why, signals, dedicated)
+    if idle is not None:
+        return idle, "idle.work"
     if s1 <= 0:
         return Verdict(Quadrant.UNKNOWN, None, scores, 0.0,
                        f"No verdict: the {NAMES.get(acc.resource)} account attributes no time to a quadrant.",
-                       account=acc.resource, confidence_reason=why)
+                       account=acc.resource, confidence_reason=why), None
     lead = _lead(acc, q1)
     mixed = q2 if s2 > 0 and s2 >= MIXED_RATIO * s1 and s2 >= MIXED_MIN_SHARE else None
     plan = _plan(q1, lead.layer)
@@ -124,13 +154,30 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
                  f"{'most of it' if lead.share > s1 / 2 else 'the largest part'} {lead.label} ({lead.share:.0%})")
     headline = (f"{title}: act on the {lead.layer.value if lead.layer else 'service'} layer first (plan: {plan}). "
                 f"{part}." + (f" {f.summary}" if f is not None and f.quadrant else ""))
-    return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why)
+    return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why,
+                   remedy=remedy_for(lead, signals)), lead.kind
 
 
 def _plan(q: Quadrant, first: Layer | None) -> str:
     """The quadrant's layer plan (rules.LAYER_PLAN), starting with the lead term's layer."""
     layers = ((first,) if first else ()) + tuple(x for x in LAYER_PLAN[q] if x != first)
     return " -> ".join(x.value for x in layers)
+
+
+def _core_wait(kind: str) -> bool:
+    """Waiting for a core, the thread's own or attributed (``handoff>wait.core``: it waited on a
+    thread that waited for a core)."""
+    return kind.rsplit(">", 1)[-1] == "wait.core"
+
+
+def _without_core(acc: Account) -> Account:
+    """The account as on dedicated cores: the core-wait terms left out, the rest scaled up to their
+    shares of the time that is left (what the target's threads did when they had a core)."""
+    left = 1.0 - sum(t.share for t in acc.terms if _core_wait(t.kind))
+    if left <= 0:
+        return replace(acc, terms=())
+    terms = tuple(replace(t, share=t.share / left) for t in acc.terms if not _core_wait(t.kind))
+    return replace(acc, terms=terms, total_s=acc.total_s * left)
 
 
 def _starved(acc: Account, scores: dict[Quadrant, float], top: Quadrant, conf: float,
@@ -153,13 +200,54 @@ def _starved(acc: Account, scores: dict[Quadrant, float], top: Quadrant, conf: f
                    None, acc.resource, why)
 
 
-def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str) -> Verdict | None:
-    idle = acc.shares().get(Quadrant.NO_LOAD, 0.0)
-    if acc.resource != "threads" or idle < NO_LOAD_MIN_SHARE:
+def _value(signals: dict[str, Signal], name: str) -> float | None:
+    s = signals.get(name)
+    return s.value if s is not None else None
+
+
+def _below_capacity(acc: Account, signals: dict[str, Signal], dedicated: bool) -> float | None:
+    """The busiest thread's CPU demand (% of a core: run + run-queue time, so a thread the host holds
+    back is not taken for an idle one) when the service runs clearly below its capacity: that thread
+    (the one the others wait on, in a service that funnels requests to one worker or loop) demanded
+    under BELOW_CAPACITY_PCT of a core, the process under that share of the host's cores, and the lead
+    is work on a CPU, not a wait on a peer, a lock or a core (an IO-bound service is idle CPU too).
+    ``dedicated``: on dedicated cores the demand is the CPU it ran."""
+    util = _value(signals, "cpu.max_thread_util_pct")
+    busiest = util if dedicated else _value(signals, "cpu.max_thread_demand_pct") or util
+    cores = _value(signals, "cpu.cores_util_pct")
+    if busiest is None or busiest >= BELOW_CAPACITY_PCT or (cores is not None and cores >= BELOW_CAPACITY_PCT):
         return None
+    judged = [t for t in acc.terms if t.quadrant is not None]
+    if not judged:
+        return None
+    lead = max(judged, key=lambda t: t.share)
+    return busiest if lead.kind.rsplit(">", 1)[-1] in ON_CPU else None
+
+
+def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str,
+             signals: dict[str, Signal], dedicated: bool = False) -> Verdict | None:
+    """No load: the threads mostly waited for work, or waiting for work holds more of the time than
+    any quadrant (idle competes), or the service runs clearly below its capacity; with its headroom."""
+    if acc.resource != "threads":
+        return None
+    idle = acc.shares().get(Quadrant.NO_LOAD, 0.0)
+    busiest = _value(signals, "cpu.max_thread_util_pct")
+    saturated = busiest is not None and busiest >= SATURATED_PCT
+    below = _below_capacity(acc, signals, dedicated)
+    if not (idle >= NO_LOAD_MIN_SHARE or (idle > 0 and idle >= max(scores.values()) and not saturated)
+            or below is not None):
+        return None
+    room = ""
+    if busiest is not None:
+        room = (f" The busiest thread ran {busiest:.0f}% of a core: ~{100.0 / busiest:.0f}x headroom by that thread."
+                if busiest >= 100.0 / MAX_HEADROOM else f" The busiest thread ran under {100.0 / MAX_HEADROOM:.0f}% "
+                f"of a core: more than {MAX_HEADROOM}x headroom by that thread.")
+    what = (f"its threads waited for work {idle:.0%} of their sampled time" if below is None else
+            f"it runs below its capacity (what its threads did, {max(scores.values()):.0%} of their sampled time "
+            f"at most in one quadrant, fits in a fraction of a core; waiting for work {idle:.0%})")
     return Verdict(Quadrant.NO_LOAD, None, scores, conf,
-                   f"no load: nothing limits this service now. Its threads waited for work {idle:.0%} of their "
-                   "sampled time; capture again under representative load.", None, acc.resource, why)
+                   f"no load: nothing limits this service now: {what}.{room} Capture again under representative "
+                   "load.", None, acc.resource, why, remedy=kind_remedy(KINDS["idle.work"], signals))
 
 
 __all__ = ["decide"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from diagnose.results.details import Details, scalar
 from diagnose.results.quality import DataQuality
 
 if TYPE_CHECKING:
@@ -203,23 +204,6 @@ class Account:
 
 
 @dataclass(frozen=True)
-class OwnReading:
-    """On a host that starved the target of cores: the verdict its account gives without the time it
-    waited for a core, as it would read on dedicated cores (what to change in the service once it has
-    them). ``lead``: the kind of the term that leads it."""
-
-    quadrant: Quadrant
-    layer: Layer | None
-    remedy: str | None
-    lead: str | None
-    headline: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"quadrant": self.quadrant.value, "layer": self.layer.value if self.layer else None,
-                "remedy": self.remedy, "lead": self.lead, "headline": self.headline}
-
-
-@dataclass(frozen=True)
 class Verdict:
     """``scores``: each judged quadrant's share of the limiting resource's time (the account named
     by ``account``; they add up to at most 1). ``mixed_with``: a second quadrant within the mixed
@@ -233,8 +217,6 @@ class Verdict:
     mixed_with: Quadrant | None = None
     account: str | None = None
     confidence_reason: str = ""
-    remedy: str | None = None  # the first thing to try: the lead term's kind's (diagnose/verdict/remedy.py)
-    dedicated: OwnReading | None = None  # a starved host: the target's own reading on dedicated cores
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -246,8 +228,6 @@ class Verdict:
             "mixed_with": self.mixed_with.value if self.mixed_with else None,
             "account": self.account,
             "confidence_reason": self.confidence_reason,
-            "remedy": self.remedy,
-            "dedicated": self.dedicated.to_json() if self.dedicated else None,
         }
 
 
@@ -304,7 +284,7 @@ class Analysis:
     top_stacks: tuple[StackShare, ...] = ()
     threads: tuple[ThreadSummary, ...] = ()
     data_quality: DataQuality = field(default_factory=DataQuality)  # how well it measured, per source
-    details: dict[str, Any] = field(default_factory=dict)  # JSON-ready tables per signal source
+    details: Details = field(default_factory=Details)  # the tables renderers read, per source
     accounts: tuple[Account, ...] = ()  # where the time went, the limiting resource's first
 
     def to_json(self) -> dict[str, Any]:
@@ -316,17 +296,9 @@ class Analysis:
             "not_judged": [n.to_json() for n in self.not_judged],
             "top_stacks": [s.to_json() for s in self.top_stacks],
             "threads": [t.to_json() for t in self.threads],
-            "data_quality": msgspec.to_builtins(self.data_quality, enc_hook=_scalar),
-            "details": self.details,
+            "data_quality": msgspec.to_builtins(self.data_quality, enc_hook=scalar),
+            "details": self.details.to_json(),
         }
-
-
-def _scalar(obj: Any) -> Any:
-    """A numpy scalar (a figure a signal computed with numpy) as its Python number; else TypeError."""
-    item = getattr(obj, "item", None)
-    if callable(item) and type(obj).__module__ == "numpy":
-        return item()
-    raise TypeError(f"not JSON: {type(obj).__name__}")
 
 
 @dataclass(frozen=True)

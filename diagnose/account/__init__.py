@@ -58,11 +58,11 @@ def _apart(ex: Extracted) -> tuple[Account, ...]:
     """Traces that do not belong with the ones the signals read (signals/trace_groups.py): one
     account per group, after the limiting one, never blended into it."""
     out = []
-    for g in ((ex.details.get("trace_groups") or {}).get("groups") or [])[1:]:
-        sig = {n: Signal(n, v, "", "trace group") for n, v in g["signals"].items()}
+    for g in (ex.details.trace_groups.groups if ex.details.trace_groups else ())[1:]:
+        sig = {n: Signal(n, v, "", "trace group") for n, v in g.signals.items()}
         acc = gpu_account(sig, g) or torch_cpu_account(sig, g)
         if acc is not None:
-            out.append(replace(acc, title=f"{acc.title}, analysed apart: {', '.join(g['files'])}"))
+            out.append(replace(acc, title=f"{acc.title}, analysed apart: {', '.join(g.files)}"))
     return tuple(out)
 
 

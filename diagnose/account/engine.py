@@ -6,15 +6,13 @@ inference; SGLang: queue and the rest of the request (``e2e - queue``), of which
 window its GPU waited for the CPU scheduler (``gpu_overlap_wait_seconds``) is the scheduler's; Triton:
 queue, compute_input + compute_output and compute_infer (its cumulative duration counters). The
 phase sums are increases over the window (diagnose/signals/serving_metrics.py), so they are exact,
-not bucket-interpolated. Pure: reads ``details["serving"]`` (diagnose/signals/serving.py ServingDetails).
+not bucket-interpolated. Pure: reads ``details.serving`` (diagnose/results/serving.py ServingDetails).
 """
 from __future__ import annotations
 
-from typing import Any
-
 from diagnose.account.kinds import KINDS
 from diagnose.model import Account, AccountTerm
-from diagnose.signals.serving import ServingDetails
+from diagnose.results.details import Details, ServingDetails
 
 SRC = "serving engine /metrics, increase over the capture window"
 # canonical signals (histogram sums or Triton duration counters) -> term kind
@@ -61,8 +59,8 @@ def _requests(serving: ServingDetails) -> int | None:
     return int(n) if n else None
 
 
-def engine_account(details: dict[str, Any]) -> Account | None:
-    serving = ServingDetails.of(details)
+def engine_account(details: Details) -> Account | None:
+    serving = details.serving
     if serving is None:
         return None
     total = _seconds(serving, "e2e")

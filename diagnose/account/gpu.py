@@ -12,10 +12,9 @@ the signals and the trace tables the signal stage already produced.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from diagnose.account.kinds import KINDS
 from diagnose.model import Account, AccountTerm, Signal
+from diagnose.results.details import Details, TraceGroup
 
 SRC = "torch profiler trace (Kineto)"
 SYNC_MIN_PCT = 10.0  # below this share of host time, blocking syncs are not a cause of idle
@@ -74,13 +73,13 @@ def _idle(signals: dict[str, Signal], idle: float) -> tuple[dict[str, float], di
     return parts, ev
 
 
-def _events(details: dict[str, Any]) -> int:
-    return sum(int((t.get("temporal") or {}).get("events") or 0) for t in details.get("torch_traces") or [])
+def _events(details: Details | TraceGroup) -> int:
+    return sum(int((t.get("temporal") or {}).get("events") or 0) for t in details.torch_traces)
 
 
-def _window_s(details: dict[str, Any], key: str) -> float:
+def _window_s(details: Details | TraceGroup, key: str) -> float:
     total = 0
-    for t in details.get("torch_traces") or []:
+    for t in details.torch_traces:
         if key == "gpu" and t.get("temporal"):
             total += t["temporal"].get("span_ns") or 0
         elif key == "host":
@@ -88,7 +87,7 @@ def _window_s(details: dict[str, Any], key: str) -> float:
     return total / 1e9
 
 
-def gpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account | None:
+def gpu_account(signals: dict[str, Signal], details: Details | TraceGroup) -> Account | None:
     """The GPU-time account, or None without a kernel timeline."""
     idle = _v(signals, "gpu.idle_pct")
     if idle is None:
@@ -144,7 +143,7 @@ def gpu_counters_account(signals: dict[str, Signal], capture_s: float | None) ->
                    "GPU counters (DCGM/GPM engine, pipe and DRAM activity; NVML utilization)")
 
 
-def torch_cpu_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account | None:
+def torch_cpu_account(signals: dict[str, Signal], details: Details | TraceGroup) -> Account | None:
     """CPU-only torch trace: the profiled window with torch ops running vs none running."""
     op_idle = _v(signals, "torch.op_idle_pct")
     if op_idle is None:

@@ -5,21 +5,21 @@ outside every stage span stays not attributed. Pure: reads the signals and the r
 """
 from __future__ import annotations
 
-from typing import Any
-
 from diagnose.account.kinds import KINDS
 from diagnose.catalogs.stages import STAGES
 from diagnose.model import Account, AccountTerm, Signal
+from diagnose.results.details import Details
 
 SRC = "stage spans (OpenTelemetry), share of request time"
 
 
-def request_account(signals: dict[str, Signal], details: dict[str, Any]) -> Account | None:
-    req = details.get("requests") or {}
-    if not req.get("requests"):
+def request_account(signals: dict[str, Signal], details: Details) -> Account | None:
+    req = details.requests
+    if req is None or not req.requests:
         return None
-    lat = req.get("latency") or {}
-    total_s = req.get("requests_estimated", req["requests"]) * (lat.get("mean_ms") or 0.0) / 1e3  # sampled: x N
+    mean_ms = (req.latency.mean_ms if req.latency else None) or 0.0
+    n = req.requests_estimated if req.requests_estimated is not None else req.requests  # sampled: x N
+    total_s = n * mean_ms / 1e3
     shares = {}
     for st in STAGES:
         s = signals.get(f"spans.stage_share_pct[{st}]")
@@ -34,10 +34,10 @@ def request_account(signals: dict[str, Signal], details: dict[str, Any]) -> Acco
     for st, share in shares.items():
         k = KINDS[f"stage.{st}"]
         terms.append(AccountTerm(k.kind, k.label, share, total_s * share, k.quadrant, k.layer,
-                                 f"{100 * share:.0f}% in `{st}` spans over {req['requests']} requests", k.rule_id))
+                                 f"{100 * share:.0f}% in `{st}` spans over {req.requests} requests", k.rule_id))
     terms.sort(key=lambda t: -t.share)
     return Account("requests", "request time (stage spans)", "request-s", total_s, tuple(terms),
-                   tuple(notes), SRC, int(req["requests"]))
+                   tuple(notes), SRC, int(req.requests))
 
 
 __all__ = ["request_account"]

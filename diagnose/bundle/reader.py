@@ -12,12 +12,15 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from diagnose.bundle.errors import BundleError
 from diagnose.bundle.files import open_inside, read_inside, read_regular_file
 from diagnose.bundle.manifest import MANIFEST, CollectorStatus, Manifest, manifest_problem
 from diagnose.bundle.streams import StreamKind, StreamSpec
+
+if TYPE_CHECKING:
+    from diagnose.bundle.records.manifest import ManifestInfo
 
 T = TypeVar("T")
 MANIFEST_MAX_BYTES = 16 << 20  # a real one is a few KiB; /dev/zero behind a symlink stops here
@@ -29,11 +32,12 @@ LINE_MAX_BYTES = 64 << 20  # a longer line is skipped as torn (no record is near
 @dataclass
 class Bundle:
     """A bundle opened for reading. ``manifest`` is the decoded ``manifest.json`` (checked by
-    ``manifest_problem``; ``typed_manifest`` is the same as a Manifest). ``torn_lines`` counts the
-    unparsable lines skipped, per stream; ``unreadable`` why a member was not read (a FIFO, a device,
-    a symlink, a name leaving the bundle: members are opened by descriptor, below the bundle, never
-    through a symlink; see files.open_inside). Streams are read once per Bundle: to see records a
-    running capture appended since, open a new one (the live view's analysis child does, each time)."""
+    ``manifest_problem``; ``info`` is the host's typed view of it, ``typed_manifest`` the same as a
+    Manifest). ``torn_lines`` counts the unparsable lines skipped, per stream; ``unreadable`` why a
+    member was not read (a FIFO, a device, a symlink, a name leaving the bundle: members are opened
+    by descriptor, below the bundle, never through a symlink; see files.open_inside). Streams are
+    read once per Bundle: to see records a running capture appended since, open a new one (the live
+    view's analysis child does, each time)."""
 
     path: Path
     manifest: dict[str, Any]
@@ -58,6 +62,14 @@ class Bundle:
         if problem:
             raise BundleError(f"{mpath} is malformed: {problem}")
         return cls(Path(path), manifest)
+
+    @property
+    def info(self) -> ManifestInfo:
+        """The manifest as the host reads it (records/manifest.py): typed, each field read leniently,
+        decoded once."""
+        from diagnose.bundle.records.manifest import manifest_info
+
+        return self.derived("manifest.info", lambda: manifest_info(self.manifest))
 
     @property
     def typed_manifest(self) -> Manifest:

@@ -92,15 +92,15 @@ def check_target(t: Target) -> None:
 def plan(report: Report, target: Target) -> Plan:
     """The plan for ``target`` from ``report``'s measured requests. Raises PlanError."""
     check_target(target)
-    req = report.analysis.details.get("requests") or {}
-    lat = req.get("latency") or {}
-    qps, mean_ms = req.get("qps"), lat.get("mean_ms")
-    if not req.get("requests") or not qps or not mean_ms:
+    req = report.analysis.details.requests
+    qps = req.qps if req is not None else None
+    mean_ms = req.latency.mean_ms if req is not None and req.latency is not None else None
+    if req is None or not req.requests or not qps or not mean_ms:
         raise PlanError("no request rate in this capture: plan needs stage spans (start the service under "
                         "`diagnose run`, or send OTLP spans) so QPS and latency are measured")
     check_measured("QPS", qps, "1/s")
     check_measured("mean latency", mean_ms, "ms")
-    p99 = lat.get("p99_ms")
+    p99 = req.latency.p99_ms if req.latency is not None else None
     notes = [f"assumes the capture ran near the instance's knee ({qps:.1f} QPS measured): capture at a few offered "
              "loads to find where P99 starts to climb"]
     if target.slo_p99_ms is not None and p99 is not None and p99 > target.slo_p99_ms:

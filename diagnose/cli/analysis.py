@@ -80,7 +80,7 @@ def analyze(inputs: tuple[Path, ...], out: Path, fmt: str, scheduler: str | None
         click.echo(f"verdict: {v.quadrant.value}" + (f" (act on: {v.layer.value} layer)" if v.layer else ""))
         click.echo(v.headline)
         echo_account(rep)
-        for line in rank_lines(rep.analysis.details.get("ranks")):
+        for line in rank_lines(rep.analysis.details.ranks):
             click.echo(line)
         for f in rep.analysis.findings:
             click.echo(f"  - [{f.severity.value}] {f.title}: {f.summary}")

@@ -112,11 +112,10 @@ def _metric_json(m: MetricDelta) -> dict[str, Any]:
 
 
 def _side(r: Report) -> Side:
-    t = r.manifest.get("target") or {}
-    cmd = " ".join(str(c) for c in t.get("cmdline") or []) or str(t.get("name") or "?")
+    t = r.bundle.info.target
+    cmd = " ".join(t.cmdline) or t.name or "?"
     v = r.analysis.verdict
-    started = r.manifest.get("started_ns")
-    return Side(str(r.bundle.path), cmd, started if type(started) is int else None, v.quadrant.value,
+    return Side(str(r.bundle.path), cmd, r.bundle.info.started_ns, v.quadrant.value,
                 v.layer.value if v.layer else None, v.confidence, v.headline)
 
 

@@ -212,10 +212,9 @@ def service_name(r: Report) -> str:
 
 
 def _service_name(r: Report) -> str:
-    t = r.manifest.get("target") or {}
-    argv = [str(a) for a in t.get("cmdline") or []]
-    script = next((os.path.basename(a) for a in argv[1:] if not a.startswith("-")), None)
-    return script or str(t.get("name") or "service")
+    t = r.bundle.info.target
+    script = next((os.path.basename(a) for a in t.cmdline[1:] if not a.startswith("-")), None)
+    return script or t.name or "service"
 
 
 def _verdict(snap: Snapshot) -> str:

@@ -37,10 +37,9 @@ class Samples:
 
 
 def _window(report: Report, ends: np.ndarray, starts: np.ndarray) -> tuple[int, int] | None:
-    m = report.manifest
-    lo, hi = m.get("started_ns"), m.get("ended_ns")
-    if type(lo) is int and type(hi) is int and hi > lo and m.get("end_reason") != "imported":
-        return lo, hi
+    info = report.bundle.info
+    if info.window_ns is not None and info.end_reason != "imported":
+        return info.window_ns
     return (int(starts.min()), int(ends.max())) if len(ends) else None
 
 

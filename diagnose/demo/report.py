@@ -20,10 +20,10 @@ def load_line(run: DemoRun, report: Any | None) -> str:
         client = (f"load generator: offered {st.get('offered_qps')} QPS, achieved {st.get('achieved_qps')} QPS, "
                   f"{st.get('requests')} requests ({st.get('errors')} errors, {st.get('unfinished')} unfinished), "
                   f"client P50 {_ms(st.get('p50_ms'))} / P99 {_ms(st.get('p99_ms'))}")
-    lat: dict[str, Any] = {}
-    if report is not None:
-        lat = ((report.analysis.details.get("requests") or {}).get("latency") or {})
-    spans = f"diagnose (request spans): P50 {_ms(lat.get('p50_ms'))} / P99 {_ms(lat.get('p99_ms'))}"
+    req = report.analysis.details.requests if report is not None else None
+    lat = req.latency if req is not None else None
+    spans = (f"diagnose (request spans): P50 {_ms(lat.p50_ms if lat else None)} / "
+             f"P99 {_ms(lat.p99_ms if lat else None)}")
     stopped = f"children stopped in {run.stopped_in_s:.2f} s" if run.stopped_in_s is not None else ""
     return "; ".join(x for x in (client, spans, stopped) if x)
 

@@ -83,7 +83,7 @@ def resource_attributes(report: Report) -> dict[str, str | int]:
         out["host.name"] = target["host"][:MAX_NAME_CHARS]
     if type(target.get("pid")) is int and target["pid"] > 0:
         out["process.pid"] = target["pid"]
-    ranks = {tr.get("rank") for tr in report.analysis.details.get("torch_traces") or [] if isinstance(tr, dict)}
+    ranks = {tr.get("rank") for tr in report.analysis.details.torch_traces}
     rank = next(iter(ranks)) if len(ranks) == 1 else None
     if type(rank) is int:
         out["rank"] = rank

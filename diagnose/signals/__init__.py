@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.errors import MALFORMED
 from diagnose.model import Signal, StackShare, ThreadSummary
+from diagnose.results.details import Details
 from diagnose.results.quality import DataQuality, StreamsQuality
 from diagnose.signals.base import SignalSource, SourceResult
 from diagnose.signals.cpu import cpu_signals
@@ -29,11 +29,11 @@ SIGNAL_SOURCES: tuple[SignalSource, ...] = (cpu_signals, gpu_signals, timeline_s
 @dataclass
 class Extracted:
     """Every source's result together; the account and the verdict add their parts of
-    ``data_quality`` (frozen: replaced, never changed in place)."""
+    ``data_quality`` (frozen, like ``details``: replaced, never changed in place)."""
 
     signals: dict[str, Signal] = field(default_factory=dict)
     data_quality: DataQuality = field(default_factory=DataQuality)
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     threads: tuple[ThreadSummary, ...] = ()
     top_stacks: tuple[StackShare, ...] = ()
 
@@ -58,7 +58,7 @@ def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
             continue
         out.signals.update({n: _finite(sig) for n, sig in r.signals.items()})
         out.data_quality = out.data_quality.merged(r.data_quality)
-        out.details.update(r.details)
+        out.details = out.details.merged(r.details)
         out.threads += r.threads
         out.top_stacks += r.top_stacks
     # FIFOs, devices, symlinks planted in a bundle (unreadable): never read, said here

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from diagnose.bundle import Bundle, CollectorState
 from diagnose.model import Signal, StackShare, ThreadSummary
+from diagnose.results.details import Details
 from diagnose.results.quality import DataQuality
 
 if TYPE_CHECKING:
@@ -18,13 +19,13 @@ class SourceResult:
     """Signals from one kind of stream, plus figures for the report.
 
     ``data_quality``: the source's own sections of DataQuality (counts, ratios, measured errors; the
-    others None; ``extract`` lays each source's sections over the others'). ``details``: JSON-ready
-    tables for renderers (e.g. idle gaps, latency percentiles), keyed by a name unique to the source.
+    others None; ``extract`` lays each source's sections over the others'). ``details``: the source's
+    own sections of Details, the tables renderers read (diagnose/results/details.py).
     """
 
     signals: dict[str, Signal]
     data_quality: DataQuality = field(default_factory=DataQuality)
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     threads: tuple[ThreadSummary, ...] = ()
     top_stacks: tuple[StackShare, ...] = ()
 

@@ -14,6 +14,7 @@ from diagnose.bundle.records import PyspyWindowRecord
 from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_SOURCES, PYSPY_WINDOWS, THREADS
 from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED, Category
 from diagnose.model import Signal, StackShare, ThreadSummary, missing
+from diagnose.results.details import Details, TopFunction
 from diagnose.results.quality import DataQuality, PyspyQuality
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.join import TimedStack
@@ -289,17 +290,14 @@ def _threads_label(names: set[str]) -> str:
     return first if len(names) == 1 else f"{len(names)} threads, e.g. {first}"
 
 
-def top_functions(profile: StackProfile, n: int = 10) -> list[dict[str, Any]]:
+def top_functions(profile: StackProfile, n: int = 10) -> tuple[TopFunction, ...]:
     active = profile.active_s
     if active <= 0:
-        return []
+        return ()
     ranked = sorted(profile.total_s.items(),
                     key=lambda kv: (-profile.self_s.get(kv[0], 0), -kv[1], kv[0].label()))
-    return [
-        {"function": fr.label(), "self_pct": round(100.0 * profile.self_s.get(fr, 0) / active, 2),
-         "total_pct": round(100.0 * tot / active, 2)}
-        for fr, tot in ranked[:n]
-    ]
+    return tuple(TopFunction(fr.label(), round(100.0 * profile.self_s.get(fr, 0) / active, 2),
+                             round(100.0 * tot / active, 2)) for fr, tot in ranked[:n])
 
 
 def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[ThreadSummary, ...]:
@@ -340,4 +338,4 @@ def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
                                         records=len(proc_records)))
     return SourceResult(signals, quality, threads=thread_table(profile, proc),
                         top_stacks=top_stacks(profile),
-                        details={"top_functions": top_functions(profile)})
+                        details=Details(top_functions=top_functions(profile)))

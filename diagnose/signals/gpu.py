@@ -18,6 +18,7 @@ from typing import Any
 from diagnose.bundle import Bundle, BundleError
 from diagnose.catalogs.gpu_specs import GPU_SPECS, OVERRIDE_FILE, SpecError, find_spec, parse_overrides
 from diagnose.model import Signal, missing
+from diagnose.results.details import Details, GpuDevice
 from diagnose.results.quality import DataQuality, GpuQuality
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.gpu_dcgm import DcgmData, dcgm_gpus, dcgm_metrics, mig_table, read_dcgm
@@ -210,17 +211,16 @@ def roofline(bundle: Bundle, scope: Scope, dram: Signal | None) -> dict[str, Sig
     return out
 
 
-def _device_rows(scope: Scope, picks: dict[str, dict[str, Metric]], nv: NvmlData) -> list[dict[str, Any]]:
+def _device_rows(scope: Scope, picks: dict[str, dict[str, Metric]], nv: NvmlData) -> tuple[GpuDevice, ...]:
     rows = []
     for uuid in sorted(picks, key=lambda u: str(scope.indices.get(u))):
         vals = {name: round(m.value, 2) for name, m in picks[uuid].items() if m.value is not None}
         idx = scope.indices.get(uuid)
-        rows.append({"gpu": idx, "uuid": uuid, "name": scope.names.get(uuid), "target": uuid in scope.uuids,
-                     "values": vals, "sources": {n: m.source.split(" (")[0] for n, m in picks[uuid].items()
-                                                 if m.value is not None},
-                     "throttle_share_pct": throttle_breakdown(nv.readings.get(idx, []))
-                     if isinstance(idx, int) else {}})
-    return rows
+        rows.append(GpuDevice(
+            gpu=idx, uuid=uuid, name=scope.names.get(uuid), target=uuid in scope.uuids, values=vals,
+            sources={n: m.source.split(" (")[0] for n, m in picks[uuid].items() if m.value is not None},
+            throttle_share_pct=throttle_breakdown(nv.readings.get(idx, [])) if isinstance(idx, int) else {}))
+    return tuple(rows)
 
 
 def _quality(label: str, nv: NvmlData, gpm: GpmData, dc: DcgmData) -> GpuQuality:
@@ -253,7 +253,7 @@ def gpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     signals = {s.name: combine(s, {u: picks[u][s.name] for u in scope.uuids}, scope) for s in SIGNALS}
     signals["gpu.count"] = Signal("gpu.count", float(len(scope.uuids)), "GPUs", scope.label)
     signals.update(roofline(bundle, scope, signals["gpu.dram_active_pct"]))
-    details = {"gpu_devices": _device_rows(scope, picks, nv), "gpu_mig_instances": mig_table(dc)}
+    details = Details(gpu_devices=_device_rows(scope, picks, nv), gpu_mig_instances=mig_table(dc))
     return SourceResult(signals, DataQuality(gpu=_quality(scope.label, nv, gpm, dc)), details)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.records.gpu import DcgmEntity, DcgmErrorRecord, DcgmSourceRecord
 from diagnose.bundle.streams import DCGM
 from diagnose.catalogs.dcgm_fields import BY_KEY
+from diagnose.results.details import MigInstance
 from diagnose.signals.gpu_series import Metric, time_weighted_mean
 
 # DCGM record key -> metric key (shared vocabulary of gpu_series.py)
@@ -150,7 +150,7 @@ def _derived(data: DcgmData, rows: list[tuple[int, DcgmEntity]], power_limit_w: 
     return out
 
 
-def mig_table(data: DcgmData) -> list[dict[str, Any]]:
+def mig_table(data: DcgmData) -> tuple[MigInstance, ...]:
     """Per MIG instance: its profile and time-weighted profiling values (for the report)."""
     rows = []
     for (uuid, gi), series in sorted(data.series.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
@@ -158,9 +158,9 @@ def mig_table(data: DcgmData) -> list[dict[str, Any]]:
             continue
         vals = {MEAN_KEYS[k]: round(m.value, 2) for k in PROFILING & set(MEAN_KEYS)
                 for m in [entity_metric(data, series, k, True)] if m.value is not None}
-        rows.append({"uuid": uuid, "gpu_instance_id": gi,
-                     "profile": series[-1][1].gpu_instance_profile, "values": vals})
-    return rows
+        rows.append(MigInstance(uuid=uuid, gpu_instance_id=gi, profile=series[-1][1].gpu_instance_profile,
+                                values=vals))
+    return tuple(rows)
 
 
 __all__ = ["DcgmData", "dcgm_gpus", "dcgm_metrics", "mig_table", "read_dcgm"]

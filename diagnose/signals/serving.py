@@ -11,15 +11,12 @@ histogram buckets over the capture window, linearly interpolated inside a bucket
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import msgspec
-
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import SERVING
 from diagnose.model import Signal
+from diagnose.results.details import Details
 from diagnose.results.quality import DataQuality, ServingQuality
+from diagnose.results.serving import GaugeDetail, HistogramDetail, RateDetail, ServingDetails
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.serving_metrics import ServingMetrics, serving_metrics
@@ -91,72 +88,6 @@ def queue_share(sm: ServingMetrics) -> tuple[float, str] | None:
     return None
 
 
-DETAILS_KEY = "serving"  # the source's table in ``details``
-
-
-class GaugeDetail(msgspec.Struct, frozen=True):
-    """A gauge over the scrapes, in the canonical unit (catalogs/serving_fields.py TABLE)."""
-
-    mean: float
-    max: float
-    metric: str  # the engine's metric name(s) read
-
-
-class RateDetail(msgspec.Struct, frozen=True):
-    """A counter over the window: ``increase`` (canonical unit), ``per_s`` = increase / window,
-    ``resets`` (the engine restarted)."""
-
-    increase: float
-    per_s: float
-    resets: int
-    metric: str
-
-
-class HistogramDetail(msgspec.Struct, frozen=True):
-    """A histogram's observations in the window: their mean and bucket-interpolated P50 / P99
-    (seconds), the bucket bounds read, and whether a quantile fell in the +Inf bucket."""
-
-    count: float
-    mean_s: float | None
-    p50_s: float | None
-    p99_s: float | None
-    metric: str
-    buckets: int
-    above_top_bucket: bool
-
-
-class ServingDetails(msgspec.Struct, frozen=True, kw_only=True):
-    """The JSON-ready table the report, the account and the terminal read (``details["serving"]``);
-    ``gauges``, ``rates`` and ``histograms`` keyed by the canonical signals of TABLE."""
-
-    engine: str | None = None
-    url: str = ""
-    scrapes: int = 0
-    window_s: float = 0.0
-    gauges: dict[str, GaugeDetail] = {}
-    rates: dict[str, RateDetail] = {}
-    histograms: dict[str, HistogramDetail] = {}
-    queue_share_pct: float | None = None  # queue time, % of end-to-end latency (``queue_share``)
-    errors: list[str] = []  # the first few failed scrapes' reasons
-    scrape_errors: int = 0
-    garbage_lines: int = 0  # malformed lines of engine metrics skipped
-    garbage_examples: list[str] = []
-    dropped: int = 0  # series, buckets or values left out by the collector's caps
-    definitions: str = ""  # DEFINITIONS
-
-    @classmethod
-    def of(cls, details: Mapping[str, Any]) -> ServingDetails | None:
-        """An analysis' ``details`` table of this source, typed; None without one (no scrapes, or a
-        table of another shape)."""
-        raw = details.get(DETAILS_KEY)
-        if raw is None or isinstance(raw, cls):
-            return raw
-        try:
-            return msgspec.convert(raw, cls)
-        except msgspec.ValidationError:
-            return None
-
-
 def serving_details(sm: ServingMetrics) -> ServingDetails:
     return ServingDetails(
         engine=sm.engine.value if sm.engine else None, url=sm.url, scrapes=sm.scrapes,
@@ -170,12 +101,6 @@ def serving_details(sm: ServingMetrics) -> ServingDetails:
         garbage_examples=list(sm.garbage_examples), dropped=sm.dropped, definitions=DEFINITIONS)
 
 
-def details(sm: ServingMetrics) -> dict[str, Any]:
-    """The JSON-ready table the report reads (``details["serving"]``: ServingDetails as JSON)."""
-    out: dict[str, Any] = msgspec.to_builtins(serving_details(sm))
-    return out
-
-
 def serving_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
     """Signals of family ``serving.`` (diagnose/signals/catalog.py); none without the stream."""
     if not bundle.has(SERVING.name):
@@ -185,8 +110,8 @@ def serving_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> 
         why = collector_reason(bundle, "serving")
         return SourceResult({}, DataQuality(serving=ServingQuality(scrapes=0, reason=why)))
     dq = ServingQuality(scrapes=sm.scrapes, scrape_errors=len(sm.errors), garbage_lines=sm.garbage_lines)
-    return SourceResult(_signals(sm), DataQuality(serving=dq), {DETAILS_KEY: details(sm)})
+    return SourceResult(_signals(sm), DataQuality(serving=dq), Details(serving=serving_details(sm)))
 
 
-__all__ = ["DEFINITIONS", "DETAILS_KEY", "GaugeDetail", "HistogramDetail", "RateDetail", "ServingDetails", "details",
-           "queue_share", "serving_details", "serving_signals"]
+__all__ = ["DEFINITIONS", "GaugeDetail", "HistogramDetail", "RateDetail", "ServingDetails", "queue_share",
+           "serving_details", "serving_signals"]

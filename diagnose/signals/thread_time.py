@@ -88,8 +88,7 @@ def profiler_holds(bundle: Bundle) -> list[tuple[int, int]]:
 def agent_ran(bundle: Bundle) -> bool:
     """Whether diagnose's agent took part in the capture (its threads, named ``diagnose-*``, are left
     out only then: the target chooses its own thread names)."""
-    return any(c.get("name") == "agent" and c.get("state") in ("ok", "partial")
-               for c in bundle.manifest.get("collectors", []) if isinstance(c, dict))
+    return any(c.name == "agent" and c.state in ("ok", "partial") for c in bundle.info.collectors)
 
 
 __all__ = ["MAX_SEGMENT_NS", "OpenRequests", "agent_ran", "connection_readings", "open_requests", "profiler_holds"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import numpy as np
 
 from diagnose.bundle import Bundle
@@ -18,7 +19,10 @@ from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED
 from diagnose.model import Signal, missing
 from diagnose.ranks.fanout import Fanout, FanoutError, current
 from diagnose.ranks.inputs import job_of
+from diagnose.results.details import Details, TraceGroup, TraceGroups, scalar
+from diagnose.results.joins import JoinDetail, Joins
 from diagnose.results.quality import DataQuality, SpansQuality, TorchQuality
+from diagnose.results.spans import LlmDetail, RequestsCoverage, RequestsDetail, TailDetail
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.cpu import AGENT_THREAD_PREFIX, load_timed_stacks
 from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
@@ -47,6 +51,7 @@ from diagnose.traces.report import TimelineOptions, TraceReport
 NO_TRACE = ("no torch profiler trace in this bundle: run the service under `diagnose run` (agent) "
             "or pass a trace file to `diagnose analyze`")
 SLOW_STEP_PCT = 90
+T = TypeVar("T")
 
 
 def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport], list[str]]:
@@ -87,7 +92,7 @@ def _capture_window(bundle: Bundle) -> tuple[int, int] | None:
     return (lo, hi) if type(lo) is int and type(hi) is int and hi > lo else None
 
 
-def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet) -> dict[str, Any] | None:
+def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet) -> JoinDetail | None:
     if not reports:
         return None
     gpu = [r for r in reports if r.has_gpu]
@@ -112,22 +117,20 @@ def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet)
     else:
         lead = (f"No GPU activity recorded; no torch op ran for {share:.0f}% of the profiled window "
                 f"({len(windows)} gaps >= {thr / 1e6:g} ms)")
-    j["headline"] = headline(j, lead)
-    return j
+    return msgspec.structs.replace(j, headline=headline(j, lead))
 
 
-def _slow_join(reports: list[TraceReport], tail: dict[str, Any], stacks: list[TimedStack],
-               ss: SpanSet) -> dict[str, Any] | None:
-    """The slowest 1% of requests, else the slowest steps (>= P90) of the torch trace."""
-    if tail.get("requests"):
-        j = join("slow_requests", tail["windows"], stacks, ss.spans)
-        stage = tail.get("dominant_stage")
-        what = "request" if tail["requests"] == 1 else f"{tail['requests']} requests"
-        lead = f"The slowest {what} (>= {tail['cut_ms']:.1f} ms)"
+def _slow_join(reports: list[TraceReport], tail: TailDetail, windows: list[tuple[int, int]],
+               stacks: list[TimedStack], ss: SpanSet) -> JoinDetail | None:
+    """The slowest 1% of requests (their ``windows``), else the slowest steps (>= P90) of the torch trace."""
+    if tail.requests:
+        j = join("slow_requests", windows, stacks, ss.spans)
+        stage = tail.dominant_stage
+        what = "request" if tail.requests == 1 else f"{tail.requests} requests"
+        lead = f"The slowest {what} (>= {tail.cut_ms or 0.0:.1f} ms)"
         if stage:
-            lead += f" spent {tail['stage_share_pct'][stage]:.0f}% in stage `{stage}`"
-        j["headline"] = headline(j, lead)
-        return j
+            lead += f" spent {tail.stage_share_pct[stage]:.0f}% in stage `{stage}`"
+        return msgspec.structs.replace(j, headline=headline(j, lead))
     steps = [s for r in reports for s in r.tables["steps"]["steps"]]
     if not steps:
         return None
@@ -136,19 +139,17 @@ def _slow_join(reports: list[TraceReport], tail: dict[str, Any], stacks: list[Ti
     windows = [(s["start_ns"], s["start_ns"] + int(s["dur_ms"] * 1e6)) for s in slow]
     j = join("slow_steps", windows, stacks, ss.spans)
     what = "step" if len(slow) == 1 else f"{len(slow)} steps"
-    j["headline"] = headline(j, f"The slowest {what} (>= {cut:.1f} ms)")
-    return j
+    return msgspec.structs.replace(j, headline=headline(j, f"The slowest {what} (>= {cut:.1f} ms)"))
 
 
-def join_signals(prefix: str, j: dict[str, Any] | None, reason: str, pyspy_reason: str) -> dict[str, Signal]:
+def join_signals(prefix: str, j: JoinDetail | None, reason: str, pyspy_reason: str) -> dict[str, Signal]:
     src = "py-spy samples inside " + {"gap": "GPU/torch-op idle gaps", "slow": "the slowest requests/steps"}[prefix]
     busy_name = f"join.{prefix}_busy_thread_pct"
-    if not j or not j.get("threads"):
-        why = reason if not j else ("no windows to join" if not j.get("windows") else pyspy_reason)
+    if not j or not j.threads:
+        why = reason if not j else ("no windows to join" if not j.windows else pyspy_reason)
         return {busy_name: missing(busy_name, "%", src, why)}
-    out = {busy_name: Signal(busy_name, j["threads"][0]["busy_pct"], "%",
-                             src + f", busiest thread {j['threads'][0]['thread']}")}
-    shares = {c["name"]: c["share_pct"] for c in j["categories"]}
+    out = {busy_name: Signal(busy_name, j.threads[0].busy_pct, "%", src + f", busiest thread {j.threads[0].thread}")}
+    shares = {c.name: c.share_pct for c in j.categories}
     if shares:
         for cat in ALL_CATEGORIES:
             if cat not in PARKED:
@@ -164,30 +165,32 @@ def _imported_names(bundle: Bundle) -> dict[str, str]:
 
 
 def _apart(reports: list[TraceReport], reason: str, capture: tuple[int, int] | None,
-           names: dict[str, str] | None = None) -> tuple[list[TraceReport], dict[str, Any] | None]:
+           names: dict[str, str] | None = None) -> tuple[list[TraceReport], TraceGroups | None]:
     """Traces that do not belong together (signals/trace_groups.py): the signals read the group
     inside the capture window, else the one with the largest GPU window; every group's own signal
     values go to the details, with a warning."""
     groups = trace_groups(reports, capture)
     if len(groups) < 2:
         return reports, None
-    rows: list[dict[str, Any]] = []
+    rows: list[TraceGroup] = []
     for g in groups:
         sig = trace_signals([reports[j] for j in g], reason)
-        rows.append({"files": [Path(reports[j].path).name for j in g],
-                     "torch_traces": [{"temporal": {"span_ns": r.temporal.span_ns, "events": r.temporal.events}
-                                       if r.temporal else None,
-                                       "coverage": {"host_span_ns": r.tables["coverage"]["host_span_ns"]}}
-                                      for r in (reports[j] for j in g)],
-                     "signals": {n: s.value for n, s in sig.items() if s.value is not None}})
-    def named(files: list[str]) -> str:
+        rows.append(TraceGroup(
+            files=tuple(Path(reports[j].path).name for j in g),
+            torch_traces=tuple({"temporal": {"span_ns": r.temporal.span_ns, "events": r.temporal.events}
+                                if r.temporal else None,
+                                "coverage": {"host_span_ns": r.tables["coverage"]["host_span_ns"]}}
+                               for r in (reports[j] for j in g)),
+            signals={n: s.value for n, s in sig.items() if s.value is not None}))
+
+    def named(files: tuple[str, ...]) -> str:
         return ", ".join(f"{f} ({names[f]})" if names and f in names else f for f in files)
 
-    left = "; ".join(named(r["files"]) for r in rows[1:])
+    left = "; ".join(named(r.files) for r in rows[1:])
     warning = (f"{len(reports)} torch traces do not belong together ({why_apart(reports, groups)}): each group "
-               f"is analysed on its own; the verdict (and a job of several ranks) reads {named(rows[0]['files'])} "
+               f"is analysed on its own; the verdict (and a job of several ranks) reads {named(rows[0].files)} "
                f"({'inside the capture window' if capture else 'the largest GPU window'}); left apart: {left}")
-    return [reports[j] for j in groups[0]], {"warning": warning, "groups": rows}
+    return [reports[j] for j in groups[0]], TraceGroups(warning=warning, groups=tuple(rows))
 
 
 def _excluded_note(ss: SpanSet) -> str | None:
@@ -198,6 +201,11 @@ def _excluded_note(ss: SpanSet) -> str | None:
     names = ", ".join(ex["names"])
     return (f"{ex['count']} root span(s) ({names}; the longest {ex['longest_s']:.0f} s) left out of the request "
             f"statistics (QPS, latency, window) as server-lifetime spans: {ex['rule']}")
+
+
+def _typed(summary: dict[str, Any], kind: type[T]) -> T:
+    """A span summary (signals/spans/) as its Details section; numpy scalars as their numbers."""
+    return msgspec.convert(msgspec.to_builtins(summary, enc_hook=scalar), kind)
 
 
 def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
@@ -220,14 +228,17 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     ss = parse_spans(records)
     window = recording_window(collectors, _capture_window(bundle), {str(r.get("source")) for r in records})
     coverage = span_coverage(collectors, window, ss.spans)
-    summary = request_summary(ss, window, coverage.covered if coverage else None, scale)
-    if coverage is not None and summary.get("requests"):
-        summary["coverage"] = {"covered_s": round(coverage.covered_s, 3), "window_s": round(coverage.window_s, 3),
-                               "spans_dropped": coverage.dropped}
-    llm = llm_summary(ss.spans, summary.get("window_s"), scale)
-    tail = tail_summary(ss.requests, [(p.start_ns, p.end_ns) for p in bundle.typed(GC)])
+    summary = _typed(request_summary(ss, window, coverage.covered if coverage else None, scale), RequestsDetail)
+    if coverage is not None and summary.requests:
+        summary = msgspec.structs.replace(summary, coverage=RequestsCoverage(
+            covered_s=round(coverage.covered_s, 3), window_s=round(coverage.window_s, 3),
+            spans_dropped=coverage.dropped))
+    llm = _typed(llm_summary(ss.spans, summary.window_s, scale), LlmDetail)
+    tail_all = tail_summary(ss.requests, [(p.start_ns, p.end_ns) for p in bundle.typed(GC)])
+    tail_windows = tail_all.pop("windows", [])
+    tail = _typed(tail_all, TailDetail)
     stacks = load_timed_stacks(bundle)
-    gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, stacks, ss)
+    gap_j, slow_j = _gap_join(reports, stacks, ss), _slow_join(reports, tail, tail_windows, stacks, ss)
     span_reason = NO_SPANS if not ss.spans else "spans recorded but none is a request (root span)"
     signals = trace_signals(reports, torch_reason)
     signals.update(rank_signals(job, not_ranks))
@@ -239,27 +250,22 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     signals.update(join_signals("gap", gap_j, torch_reason, pyspy_reason))
     signals.update(join_signals("slow", slow_j, span_reason if not reports else "no requests or steps",
                                 pyspy_reason))
-    details: dict[str, Any] = {
-        "torch_traces": [r.to_json() for r in reports],
-        "trace_groups": apart,
-        "ranks": job.to_json() if job else None,
-        "requests": summary, "llm": llm if ss.spans else None,
-        "tail": {k: v for k, v in tail.items() if k != "windows"},
-        "join": {"gaps": gap_j, "slow": slow_j},
-    }
+    details = Details(torch_traces=tuple(r.to_json() for r in reports), trace_groups=apart,
+                      ranks=job.to_json() if job else None, requests=summary, llm=llm if ss.spans else None,
+                      tail=tail, join=Joins(gaps=gap_j, slow=slow_j))
     damage = [f"{Path(r.path).name}: {note}" for r in all_reports for note in r.read.damage.notes()]
     torch = TorchQuality(traces=len(all_reports), trace_errors=tuple(trace_errors), trace_damage=tuple(damage),
                          trace_late=late_trace_statement(bundle, len(all_reports)),
-                         traces_apart=apart["warning"] if apart else None, ranks_not_compared=not_ranks or None,
+                         traces_apart=apart.warning if apart else None, ranks_not_compared=not_ranks or None,
                          ranks_notes=tuple(job.notes) if job else (),
                          device_not_recorded=tuple(w for r in reports if (w := r.device_not_recorded)))
     spans = SpansQuality(
         count=len(ss.spans), invalid=ss.invalid, requests_excluded=_excluded_note(ss),
         coverage=coverage.quality() if coverage else None, sampling=sampling.quality() if sampling else None,
         sampled=sampling.statement() if sampling else None,
-        outside_window=(f"none of the {summary['ended_outside_window']} requests (root spans) ended inside the "
+        outside_window=(f"none of the {summary.ended_outside_window} requests (root spans) ended inside the "
                         "capture window: QPS and in-flight are unknown, their latencies are shown as recorded "
-                        "(the spans' clock is not the capture's?)") if summary.get("ended_outside_window") else None)
+                        "(the spans' clock is not the capture's?)") if summary.ended_outside_window else None)
     quality = DataQuality(torch=torch, spans=spans)
     return SourceResult(signals, quality, details)
 

@@ -112,7 +112,7 @@ class DiagnoseApp(App[None]):
 
     def _show_results(self, report: Report) -> None:
         self.results = report
-        screen = ResultsScreen(results_view(report.analysis, report.manifest, report.bundle.path.name))
+        screen = ResultsScreen(results_view(report.analysis, report.bundle.info, report.bundle.path.name))
         if self.screen_stack and isinstance(self.screen, LiveScreen):
             self.switch_screen(screen)
         else:

@@ -3,26 +3,25 @@ prefill, one pass over the prompt) and the decode after it (one step per output 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from diagnose.model import Quadrant, Verdict
+from diagnose.results.spans import LlmDetail, TokenLatency
 
 # One phase holding at least this share of the model's time (prefill + decode) is the one to act on first.
 PHASE_LEAD_PCT = 60.0
 
 
-def phase_sentence(llm: dict[str, Any] | None) -> str | None:
+def phase_sentence(llm: LlmDetail | None) -> str | None:
     """One sentence on where generation time went (llm_summary's ``phases``, TTFT/TPOT percentiles in
     ms), or None without generations that carry a TTFT."""
-    phases = (llm or {}).get("phases")
-    if not phases:
+    phases = llm.phases if llm is not None else None
+    if llm is None or phases is None:
         return None
-    queue, decode = phases.get("queue_share_pct") or 0.0, phases["decode_share_pct"]
-    prefill = phases.get("prefill_share_pct", phases["ttft_share_pct"] - queue)
-    ttft, tpot = (llm or {}).get("ttft") or {}, (llm or {}).get("tpot") or {}
+    queue, decode, prefill = phases.queue_share_pct, phases.decode_share_pct, phases.prefill_share_pct
+    ttft, tpot = llm.ttft, llm.tpot
 
-    def ms(d: dict[str, Any]) -> str:
-        return f"P50 {d['p50_ms']:.1f} ms, P99 {d['p99_ms']:.1f} ms" if d.get("p50_ms") is not None else "n/a"
+    def ms(d: TokenLatency) -> str:
+        return f"P50 {d.p50_ms:.1f} ms, P99 {d.p99_ms or 0.0:.1f} ms" if d.p50_ms is not None else "n/a"
 
     model = prefill + decode  # the model's two phases, the queue before them apart
     lead = ("decode leads: act on the per-token step first (batch the decode steps of concurrent "
@@ -35,7 +34,7 @@ def phase_sentence(llm: dict[str, Any] | None) -> str | None:
             f"(TTFT {ms(ttft)}), decode {decode:.0f}% (TPOT {ms(tpot)}); {lead}.")
 
 
-def with_llm_phases(verdict: Verdict, llm: dict[str, Any] | None) -> Verdict:
+def with_llm_phases(verdict: Verdict, llm: LlmDetail | None) -> Verdict:
     """``verdict`` with the phase sentence appended to its headline (unknown verdicts unchanged)."""
     sentence = phase_sentence(llm)
     if sentence is None or verdict.quadrant == Quadrant.UNKNOWN:

@@ -80,9 +80,10 @@ def test_a_server_lifetime_root_span_stays_out_of_qps_latency_and_the_window(tmp
         bundle)["reason"]
     res = timeline_signals(Bundle.open(bundle))
     assert res.signals["spans.qps"].value == pytest.approx(100 / 9.905)  # 10.1, not 0.0
-    req = res.details["requests"]
-    assert req["requests"] == 100 and req["latency"]["max_ms"] == pytest.approx(5.0)
-    assert req["lifetime_excluded"]["count"] == 1 and req["lifetime_excluded"]["names"] == ["serve"]
+    req = res.details.requests
+    assert req is not None and req.latency is not None and req.lifetime_excluded is not None
+    assert req.requests == 100 and req.latency.max_ms == pytest.approx(5.0)
+    assert req.lifetime_excluded.count == 1 and req.lifetime_excluded.names == ("serve",)
     assert res.data_quality.spans.requests_excluded.startswith("1 root span(s) (serve; the longest 86400 s) left out")
 
 

@@ -105,8 +105,8 @@ def test_mig_instances_make_profiling_counters_unknown(workload, dcgm_server, tm
     busy = a.signals["gpu.kernel_busy_pct"]
     assert busy.value is None and "MIG mode" in busy.reason
     assert a.signals["gpu.temp_max_c"].value == 61.0  # device-level fields still count
-    mig = a.details["gpu_mig_instances"]
-    assert mig[0]["gpu_instance_id"] == "13" and mig[0]["values"]["dram_active_pct"] == pytest.approx(80.03, abs=0.01)
+    mig = a.details.gpu_mig_instances
+    assert mig[0].gpu_instance_id == "13" and mig[0].values["dram_active_pct"] == pytest.approx(80.03, abs=0.01)
     assert not a.findings
     report = render(Report(Bundle.open(bundle), a), "md-full")  # the GPU table is in the full report
     assert "## GPUs" in report

@@ -59,20 +59,25 @@ def test_cpu_op_time_mostly_below_one_flop_per_byte_is_bandwidth_not_compute():
 
 
 def test_the_llm_verdict_names_the_phase_that_leads():
+    import msgspec
+
     from diagnose.model import Layer, Verdict
+    from diagnose.results.spans import LlmDetail, LlmPhases, TokenLatency
     from diagnose.verdict.llm_phases import with_llm_phases
 
     v = Verdict(Quadrant.BANDWIDTH, Layer.MODEL, {}, 0.7, "bandwidth-bound: act on the model layer first.")
-    llm = {"phases": {"generation_s": 5.0, "ttft_share_pct": 50.0, "queue_share_pct": 35.0, "prefill_share_pct": 15.0,
-                      "decode_share_pct": 50.0},
-           "ttft": {"p50_ms": 20.0, "p99_ms": 80.0}, "tpot": {"p50_ms": 6.5, "p99_ms": 9.0}}
+    llm = LlmDetail(phases=LlmPhases(generation_s=5.0, ttft_share_pct=50.0, queue_share_pct=35.0,
+                                     prefill_share_pct=15.0, decode_share_pct=50.0),
+                    ttft=TokenLatency(count=9, p50_ms=20.0, p99_ms=80.0),
+                    tpot=TokenLatency(count=9, p50_ms=6.5, p99_ms=9.0),
+                    output_tokens=90.0, output_tokens_per_s=None)
     head = with_llm_phases(v, llm).headline
     assert "queue 35%, prefill 15%" in head and "decode 50% (TPOT P50 6.5 ms" in head
     assert "decode leads" in head  # 50 of the model's 65%: the queue before them is apart
-    first = {**llm, "phases": {"generation_s": 5.0, "ttft_share_pct": 70.0, "queue_share_pct": 0.0,
-                               "prefill_share_pct": 70.0, "decode_share_pct": 30.0}}
+    first = msgspec.structs.replace(llm, phases=LlmPhases(generation_s=5.0, ttft_share_pct=70.0, queue_share_pct=0.0,
+                                                          prefill_share_pct=70.0, decode_share_pct=30.0))
     assert "prefill leads" in with_llm_phases(v, first).headline and "queue" not in with_llm_phases(v, first).headline
-    assert with_llm_phases(v, {"phases": None}) is v and with_llm_phases(v, None) is v
+    assert with_llm_phases(v, msgspec.structs.replace(llm, phases=None)) is v and with_llm_phases(v, None) is v
     unknown = Verdict(Quadrant.UNKNOWN, None, {}, 0.0, "No verdict.")
     assert with_llm_phases(unknown, llm) is unknown
 

@@ -26,7 +26,7 @@ def rank_bundle(tmp_path_factory):
 
 def _job(bundle, fanout):
     a = analyse(bundle, None, fanout).analysis
-    return a.details["ranks"], a.details["torch_traces"], a.verdict.headline
+    return a.details.ranks, a.details.torch_traces, a.verdict.headline
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ def test_a_relative_bundle_path_reaches_workers_in_another_cwd(traces, cluster, 
     elsewhere = tmp_path / "client"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # the worker's cwd is not this one
-    job = analyse(os.path.relpath(bundle), None, Fanout(scheduler=cluster)).analysis.details["ranks"]
+    job = analyse(os.path.relpath(bundle), None, Fanout(scheduler=cluster)).analysis.details.ranks
     assert job is not None and [s["rank"] for s in job["stragglers"] if s["straggler"]] == [1]
 
 

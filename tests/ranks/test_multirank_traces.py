@@ -33,7 +33,7 @@ def report(job_bundle):
 
 
 def test_straggler_table_names_exactly_the_late_rank_with_its_lag(report):
-    job = report.analysis.details["ranks"]
+    job = report.analysis.details.ranks
     assert job["world"] == 8 and [r["rank"] for r in job["ranks"]] == list(range(8))
     late = [s for s in job["stragglers"] if s["straggler"]]
     assert [s["rank"] for s in late] == [5]
@@ -54,7 +54,7 @@ def test_straggler_finding_and_signals(report):
 
 
 def test_skew_is_separated_from_true_communication(report):
-    c = report.analysis.details["ranks"]["collectives"]
+    c = report.analysis.details.ranks["collectives"]
     assert c["matched_by"] == "occurrence" and c["collectives"] == 21 and c["unmatched"] == 0
     # every collective: the waiting ranks' kernels last LAG longer; that is skew, not data moving
     assert c["skew_ns"] / c["collectives"] == pytest.approx(LAG_US * 1e3, rel=0.01)
@@ -62,7 +62,7 @@ def test_skew_is_separated_from_true_communication(report):
 
 
 def test_per_rank_breakdown_adds_up_and_has_a_verdict(report):
-    for r in report.analysis.details["ranks"]["ranks"]:
+    for r in report.analysis.details.ranks["ranks"]:
         assert r["compute_ns"] + r["communication_ns"] + r["memcpy_ns"] + r["other_ns"] + r["idle_ns"] == r["span_ns"]
         assert r["verdict"] in ("compute", "communication", "memcpy", "idle") and r["collectives"] == 21
 
@@ -70,7 +70,7 @@ def test_per_rank_breakdown_adds_up_and_has_a_verdict(report):
 def test_text_markdown_and_json_carry_the_job(report):
     from diagnose.render.ranks import rank_lines
 
-    lines = rank_lines(report.analysis.details["ranks"])
+    lines = rank_lines(report.analysis.details.ranks)
     assert lines[0].startswith("job of 8 ranks: straggler: rank 5 holds the job back")
     assert any(line.split()[:2] == ["5", "yes"] for line in lines)
     docs = documents(report)
@@ -85,7 +85,7 @@ def test_sequence_numbers_match_collectives_when_present(tmp_path):
 
     paths = derive_ranks(load(NCCL), tmp_path, world=3, straggler=1, lag_us=5_000.0, seq=True)
     (tmp_path / "out").mkdir()
-    job = analyse(import_files(paths, tmp_path / "out"), None, Fanout(workers=1)).analysis.details["ranks"]
+    job = analyse(import_files(paths, tmp_path / "out"), None, Fanout(workers=1)).analysis.details.ranks
     assert job["collectives"]["matched_by"] == "seq" and job["collectives"]["collectives"] == 21
     assert [s["rank"] for s in job["stragglers"] if s["straggler"]] == [1]
 
@@ -131,7 +131,7 @@ def test_a_clock_shift_is_an_offset_caveat_not_a_straggler(tmp_path):
     paths = derive_ranks(load(NCCL), tmp_path, world=3, straggler=2, clock_shift_us=LAG_US)
     (tmp_path / "out").mkdir()
     a = analyse(import_files(paths, tmp_path / "out"), None, Fanout(workers=1)).analysis
-    job = a.details["ranks"]
+    job = a.details.ranks
     assert not any(s["straggler"] for s in job["stragglers"]) and job["verdict"]["bound"] != "straggler"
     s2 = next(s for s in job["stragglers"] if s["rank"] == 2)
     assert s2["clock_offset_ns"] == pytest.approx(LAG_US * 1e3, abs=50_000)
@@ -152,7 +152,7 @@ def test_explicit_traces_from_different_jobs_form_no_job(tmp_path):
     from kineto_helpers import CPU_ONLY, RANK0, shared
 
     a = analyse(import_files([shared(RANK0), shared(CPU_ONLY)], tmp_path), None, Fanout(workers=1)).analysis
-    assert a.details["ranks"] is None
+    assert a.details.ranks is None
     warning = a.data_quality.torch.traces_apart
     assert "do not belong together" in warning and "window from Unix 1721065960 s" in warning
     assert warning.endswith(f"left apart: trace-0002.json.gz ({CPU_ONLY})")

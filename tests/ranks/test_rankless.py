@@ -30,7 +30,7 @@ def test_a_rankless_trace_is_named_not_silently_left_out(tmp_path):
     _traces(tmp_path / "t")
     bundle = import_files(sorted((tmp_path / "t").iterdir()), tmp_path / "out")
     a = analyse(bundle, None).analysis
-    assert a.details["ranks"]["world"] == 2
+    assert a.details.ranks["world"] == 2
     note = a.data_quality.torch.ranks_not_compared
     assert note.endswith(".json.gz (rank-7.json): no rank (distributedInfo.rank missing from the trace): left out "
                          "of the comparison of the 2 ranked trace(s); its lags and waits are not measured "

@@ -1,5 +1,6 @@
 """findings.json against its shipped JSON Schema (diagnose/render/findings-v1.schema.json), for
-every fixture bundle and every shared real trace."""
+every fixture bundle and every shared real trace; the shipped schema is the one generated from the
+types (diagnose/render/findings_schema.py)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from diagnose.bundle.importers import import_files
 from diagnose.pipeline import analyse
 from diagnose.render import render
 from diagnose.render.findings_json import findings_schema
+from diagnose.render.findings_schema import SHIPPED, schema_text
 from helpers import REPO, SHARED_DATA
 
 BUNDLES = sorted(p.parent for p in (REPO / "fixtures").glob("*/*/manifest.json"))
@@ -45,3 +47,17 @@ def test_the_schema_catches_a_broken_document():
     doc["verdict"]["quadrant"] = "fast"
     del doc["account"]
     assert len(list(_validator().iter_errors(doc))) == 2
+
+
+def test_the_shipped_schema_is_the_generated_one():
+    """data_quality and details are generated from their msgspec types: a changed type needs
+    ``python -m diagnose.render.findings_schema`` (and, for a key renamed or removed, a new version)."""
+    assert SHIPPED.read_text(encoding="utf-8") == schema_text(), "run: python -m diagnose.render.findings_schema"
+
+
+def test_the_typed_sections_are_checked():
+    doc = json.loads(render(analyse(BUNDLES[0]), "json"))
+    doc["details"]["top_functions"] = [{"function": "f", "self_pct": "a lot", "total_pct": 1.0}]
+    doc["data_quality"]["pyspy"] = {"windows": -1.5}
+    paths = sorted(tuple(e.path) for e in _validator().iter_errors(doc))
+    assert paths == [("data_quality", "pyspy"), ("details", "top_functions", 0, "self_pct")], paths  # pyspy: anyOf

@@ -71,7 +71,7 @@ def test_gpu_fixtures_have_kernels_torch_ops_and_gpu_counters_on_the_capture_clo
     report, doc = _rendered(bundle.name)
     lo, hi = report.manifest["started_ns"], report.manifest["ended_ns"]
     kernels = _of(doc, "X", KERNELS)
-    assert len(kernels) == sum(t["gpu_events"] for t in report.analysis.details["torch_traces"]) > 0
+    assert len(kernels) == sum(t["gpu_events"] for t in report.analysis.details.torch_traces) > 0
     assert all(lo <= _unix_ns(doc, e["ts"]) <= _unix_ns(doc, e["ts"] + e["dur"]) <= hi for e in kernels)
     assert {e["cat"] for e in kernels} <= {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"}
     ops = _of(doc, "X", TORCH_CPU)
@@ -87,7 +87,7 @@ def test_gpu_fixtures_have_kernels_torch_ops_and_gpu_counters_on_the_capture_clo
 
 def test_a_kernel_finding_sits_at_the_start_of_the_kernel_window():
     report, doc = _rendered("compute-bf16-matmul")
-    first_gpu_ns = report.analysis.details["torch_traces"][0]["temporal"]["first_start_ns"]
+    first_gpu_ns = report.analysis.details.torch_traces[0]["temporal"]["first_start_ns"]
     placed = {e["args"]["rule_id"]: e for e in _of(doc, "i", FINDINGS) if "rule_id" in e["args"]}
     kernel_finding = placed["compute.gpu_compute_kernels"]
     assert _unix_ns(doc, kernel_finding["ts"]) == pytest.approx(first_gpu_ns, abs=1)
@@ -234,7 +234,7 @@ def test_the_checker_catches_defects_planted_in_a_real_export():
 
 def test_a_gap_finding_sits_at_the_longest_gpu_gap():
     report, doc = _rendered("io-socket-reads")
-    longest = max(report.analysis.details["torch_traces"][0]["gaps"], key=lambda g: g["dur_us"])
+    longest = max(report.analysis.details.torch_traces[0]["gaps"], key=lambda g: g["dur_us"])
     placed = {e["args"]["rule_id"]: e for e in _of(doc, "i", FINDINGS) if "rule_id" in e["args"]}
     assert _unix_ns(doc, placed["io.gpu_gaps_host_in_io"]["ts"]) == longest["start_ns"]
 

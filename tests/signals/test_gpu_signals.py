@@ -72,8 +72,8 @@ def test_one_t4_through_nvml_and_dcgm(workload, tmp_path):
     assert s["gpu.dram_bytes_per_s_est"].value == pytest.approx(0.092781 * 0.32e12)
     waiting = [f for f in a.findings if f.rule_id in ("service.gpu_waiting_on_host", "io.gpu_and_host_waiting")]
     assert len(waiting) == 1 and "the GPU is mostly waiting, not busy" in waiting[0].summary
-    row = a.details["gpu_devices"][0]
-    assert row["target"] and row["name"] == "Tesla T4" and row["sources"]["gpu.dram_active_pct"].startswith("DCGM")
+    row = a.details.gpu_devices[0]
+    assert row.target and row.name == "Tesla T4" and row.sources["gpu.dram_active_pct"].startswith("DCGM")
 
 
 def test_throttle_share_counts_power_and_thermal_reasons(workload, tmp_path):
@@ -83,7 +83,7 @@ def test_throttle_share_counts_power_and_thermal_reasons(workload, tmp_path):
     a = analyze(Bundle.open(capture(proc.pid, tmp_path, (NvmlCollector(replay_factory(rec)),))))
     assert a.signals["gpu.throttled_share_pct"].value == pytest.approx(50, abs=10)
     assert "secondary.gpu_throttled" in {f.rule_id for f in a.findings}
-    assert a.details["gpu_devices"][0]["throttle_share_pct"]["sw_power_cap"] == pytest.approx(50, abs=10)
+    assert a.details.gpu_devices[0].throttle_share_pct["sw_power_cap"] == pytest.approx(50, abs=10)
 
 
 def test_malformed_gpu_records_cost_only_themselves(workload, tmp_path):
@@ -125,4 +125,4 @@ def test_a_gpu_record_of_the_wrong_shape_is_dropped_and_counted_and_costs_nothin
     assert a.signals["gpu.temp_max_c"].value == 99  # the malformed reading's good number counts
     for name in ("gpu.kernel_busy_pct", "gpu.power_pct_of_limit", "gpu.sm_active_pct"):  # the device stays H200's
         assert a.signals[name].value == pytest.approx(good[name].value), name
-    assert a.details["gpu_devices"][0]["name"] == "NVIDIA H200"
+    assert a.details.gpu_devices[0].name == "NVIDIA H200"

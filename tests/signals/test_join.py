@@ -13,6 +13,7 @@ from diagnose.agent.inproc.records import make_record
 from diagnose.bundle import Bundle
 from diagnose.model import Report
 from diagnose.render import render
+from diagnose.results.joins import ShareRow
 from diagnose.signals.join import TimedStack, join
 from diagnose.signals.stacks import Frame
 from diagnose.signals.timeline import load_timed_stacks, timeline_signals
@@ -61,17 +62,17 @@ def test_gpu_gaps_joined_with_pyspy_samples_and_open_span(tmp_path):
              _span("preprocess", lo, lo + (hi - lo) * 3 // 4, "1" * 16, "2" * 16)]
     bundle, report = _bundle_with_trace(tmp_path, NCCL, spans)
     r = timeline_signals(bundle)
-    j = r.details["join"]["gaps"]
-    assert j["kind"] == "gpu_gaps" and j["windows"] == len(report.gaps.start_ns) > 0
+    j = r.details.join.gaps
+    assert j is not None and j.kind == "gpu_gaps" and j.windows == len(report.gaps.start_ns) > 0
     # one sampled thread; py-spy's first sample came 18 ms into its window
-    assert 0.85 * report.gaps.total_ns / 1e9 < j["sampled_s"] <= report.gaps.total_ns / 1e9
-    top = j["threads"][0]
-    assert top["tid"] == 3743 and top["busy_pct"] > 90
-    assert top["categories"][0]["name"] == "serialization"
-    assert j["categories"][0]["name"] == "serialization" and j["categories"][0]["share_pct"] > 90
-    assert j["spans"][0]["span"] == "preprocess" and j["spans"][0]["stage"] == "preprocess"
-    assert 60 < j["spans"][0]["share_pct"] < 90
-    h = j["headline"]
+    assert j.sampled_s is not None and 0.85 * report.gaps.total_ns / 1e9 < j.sampled_s <= report.gaps.total_ns / 1e9
+    top = j.threads[0]
+    assert top.tid == 3743 and top.busy_pct > 90
+    assert top.categories[0].name == "serialization"
+    assert j.categories[0].name == "serialization" and j.categories[0].share_pct > 90
+    assert j.spans[0].span == "preprocess" and j.spans[0].stage == "preprocess"
+    assert 60 < j.spans[0].share_pct < 90
+    h = j.headline
     assert h.startswith("GPU idle 77% of the kernel window") and "during the gaps thread 3743 was in `" in h
     assert "inside span `preprocess`" in h and "serialization" in h
     sig = r.signals
@@ -82,7 +83,7 @@ def test_gpu_gaps_joined_with_pyspy_samples_and_open_span(tmp_path):
     assert {"service.gpu_starved_by_host", "service.gpu_gaps_host_busy"} <= fired
     md = render(Report(bundle, a), "md-full")  # the per-trace timeline is in the full report
     assert "## GPU idle gaps and kernel timeline" in md and h in gfm_text(md)  # as a reader sees it
-    listed = r.details["torch_traces"][0]["gaps"]
+    listed = r.details.torch_traces[0]["gaps"]
     assert listed and all(g["pyspy"].startswith("3743: ") for g in listed if g["pyspy"])
     assert sum(1 for g in listed if g["pyspy"]) >= len(listed) // 2
 
@@ -94,7 +95,8 @@ def test_gaps_outside_the_pyspy_capture_say_so(tmp_path):
         w["origin_ns"] -= 10 * 10**9  # the recording now ends before the trace starts
     (bundle.path / "pyspy.jsonl").write_text("".join(json.dumps(w) + "\n" for w in lines))
     r = timeline_signals(bundle)
-    assert r.details["join"]["gaps"]["headline"].endswith("no py-spy samples were taken.")
+    gaps = r.details.join.gaps
+    assert gaps is not None and gaps.headline.endswith("no py-spy samples were taken.")
     assert r.signals["join.gap_busy_thread_pct"].reason == "no py-spy samples fall inside the windows"
 
 
@@ -113,9 +115,9 @@ def test_join_counts_idle_threads_and_picks_the_busy_one():
               TimedStack(2, "worker", 0, 600, work, "tokenization"),
               TimedStack(2, "worker", 600, 1_000, fr, "idle")]
     j = join("gpu_gaps", [(100, 500), (400, 900)], stacks, [])
-    assert j["windows"] == 2 and j["window_s"] == pytest.approx(800e-9)
-    worker = j["threads"][0]
-    assert worker["thread"] == "worker (2)" and worker["busy_pct"] == pytest.approx(62.5)
-    assert j["threads"][1]["busy_pct"] == 0
-    assert j["categories"] == [{"name": "tokenization", "share_pct": 100.0, "seconds": 500e-9}]
-    assert np.isclose(j["sampled_s"], 1600e-9)
+    assert j.windows == 2 and j.window_s == pytest.approx(800e-9)
+    worker = j.threads[0]
+    assert worker.thread == "worker (2)" and worker.busy_pct == pytest.approx(62.5)
+    assert j.threads[1].busy_pct == 0
+    assert j.categories == (ShareRow(name="tokenization", share_pct=100.0, seconds=500e-9),)
+    assert np.isclose(j.sampled_s or 0.0, 1600e-9)

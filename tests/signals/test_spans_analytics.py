@@ -6,11 +6,13 @@ import gc
 import json
 import time
 
+import msgspec
 import pytest
 
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.spans import span_record
 from diagnose.bundle import Bundle, BundleWriter
+from diagnose.results.spans import LlmDetail
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.tail import gc_pauses, tail_summary
@@ -191,7 +193,7 @@ def test_generation_time_splits_at_the_first_token_into_prefill_and_decode():
     queue = Span("t" * 32, "q" * 16, "s0" * 8, "queue", "internal", 0, 50_000_000, "ok", {}, ())
     split = llm_summary([*spans, queue], 2.0)["phases"]  # 50 ms of the first 100 ms waited in a queue span
     assert split["queue_share_pct"] == pytest.approx(2.5) and split["prefill_share_pct"] == pytest.approx(17.5)
-    sig = llm_signals(llm)
+    sig = llm_signals(msgspec.convert(llm, LlmDetail))
     assert sig["llm.decode_share_pct"].value == pytest.approx(80.0) and sig["llm.decode_share_pct"].unit == "%"
     assert llm_summary([Span("t" * 32, "x" * 16, None, "get", "server", 0, 10, "ok", {}, ())], 1.0)["phases"] is None
 

@@ -159,7 +159,7 @@ def test_gaps_view_on_a_real_trace(tmp_path):
     bundle = Bundle.open(next(tmp_path.glob("diagnose-*")))
     a = analyze(bundle)
     vm = results_view(a, bundle.manifest, bundle.path.name).gaps
-    traces = a.details["torch_traces"]
+    traces = a.details.torch_traces
     assert len(vm.table.rows) == sum(len(t["gaps"]) for t in traces) > 0
     assert vm.table.rows[0][3] == (traces[0]["gaps"][0]["host_op"] or "-")
     assert vm.headline.startswith("GPU idle")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from diagnose.bundle.records.manifest import ManifestInfo, manifest_info
 from diagnose.model import StackShare
 from diagnose.tui.live.adapt import live_view, request_trends, service_panel
 from diagnose.tui.live.frames import window_frames
@@ -80,9 +81,9 @@ def test_every_collector_state_is_shown_at_80_and_120_columns(width):
 
 
 def test_collecting_note_instead_of_unknown_before_the_first_window():
-    early = live_view(None, {}, ProcessSeries().snapshot(), {}, None, elapsed_s=1.2, first_verdict_s=5.0)
+    early = live_view(None, ManifestInfo(), ProcessSeries().snapshot(), {}, None, elapsed_s=1.2, first_verdict_s=5.0)
     assert early.verdict is None and early.verdict_note == "collecting: first verdict in 4 s"
-    late = live_view(None, {}, ProcessSeries().snapshot(), {}, None, elapsed_s=9.0, first_verdict_s=5.0)
+    late = live_view(None, ManifestInfo(), ProcessSeries().snapshot(), {}, None, elapsed_s=9.0, first_verdict_s=5.0)
     assert late.verdict_note == "collecting: analysing the first samples…"
 
 
@@ -117,7 +118,8 @@ def test_filter_keeps_matching_rows_and_their_heading_and_drill_down_shows_more(
 
 
 def test_service_panel_without_spans_says_why():
-    vm = service_panel(None, {"collectors": [{"name": "otlp", "state": "unavailable", "reason": "not requested"}]})
+    vm = service_panel(None, manifest_info({"collectors": [{"name": "otlp", "state": "unavailable",
+                                                      "reason": "not requested"}]}))
     assert not vm.lines and "otlp unavailable: not requested" in vm.note
 
 
@@ -156,7 +158,7 @@ def test_service_panel_shows_live_requests_before_the_first_analysis():
     series = RequestSeries()
     for i in range(50):
         series.add(_span(i / 10, 30.0))
-    vm = service_panel(None, {}, series.snapshot())
+    vm = service_panel(None, ManifestInfo(), series.snapshot())
     lines = {ln.label: ln for ln in vm.lines}
     assert lines["QPS"].value == "10 1/s" and lines["QPS"].trend is not None
     assert lines["P99"].value == "30 ms" and "50 requests so far" in vm.note
@@ -224,10 +226,10 @@ def test_service_panel_shows_the_engine_while_no_span_arrives(tmp_path):
     feed = LiveFeed(SimpleNamespace(capture=SimpleNamespace(bundle_path=tmp_path)))  # type: ignore[arg-type]
     feed.drain()
     feed.close()
-    vm = service_panel(None, {}, None, feed.engine.snapshot())
+    vm = service_panel(None, ManifestInfo(), None, feed.engine.snapshot())
     lines = {ln.label: ln.value for ln in vm.lines}
     # the recording's last scrape: running 6, waiting 4, KV 0.98; its window: TTFT P50 62.5 ms, queue 40%
     assert lines == {"running / waiting": "6 / 4", "KV cache": "98%", "TTFT P50 / P99": "62 / 242 ms",
                      "queue share": "40%"}, lines
     assert vm.note.startswith("no spans yet: serving engine /metrics (4 scrapes")
-    assert service_panel(None, {}).note.startswith("no spans yet: ")  # without scrapes: as before
+    assert service_panel(None, ManifestInfo()).note.startswith("no spans yet: ")  # without scrapes: as before

@@ -4,6 +4,7 @@ characters out as \\xNN (found by the break-it review: an OSC title set and a sc
 through byte for byte)."""
 from __future__ import annotations
 
+from diagnose.bundle.records.manifest import manifest_info
 from diagnose.tui.live.adapt import cpu_panel, header_view
 from diagnose.tui.live.frames import FrameShare, FrameWindow
 from diagnose.tui.live.series import Buckets, CpuSnapshot, ThreadCpu
@@ -28,7 +29,7 @@ def test_header_and_title_carry_no_escape_from_the_command_line_or_counts():
     texts = [vm.target, *(c.counts for c in vm.collectors)]
     assert all(_no_controls(t) for t in texts), texts
     assert "PWNED" in vm.target  # shown, written out
-    assert _no_controls(title_line({"target": target}, "b"))
+    assert _no_controls(title_line(manifest_info({"target": target}), "b"))
 
 
 def test_cpu_panel_thread_and_frame_names_carry_no_escape():

@@ -62,7 +62,7 @@ def _collecting_app(tmp_path) -> DiagnoseApp:
     states["otlp"] = "running"
     header = header_view(m["target"], COLLECTING_S, 60.0 - COLLECTING_S,
                          {"process": {"records": 12}, "otlp": {"listen": "127.0.0.1:4318", "requests": 0}}, states)
-    vm = live_view(None, m, cpu.snapshot(), {}, None, elapsed_s=COLLECTING_S, first_verdict_s=5.0)
+    vm = live_view(None, bundle.info, cpu.snapshot(), {}, None, elapsed_s=COLLECTING_S, first_verdict_s=5.0)
     return DiagnoseApp(replay=(header, vm), export_dir=tmp_path)
 
 

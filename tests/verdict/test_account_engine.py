@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from diagnose.account.engine import engine_account
-from diagnose.signals.serving import details
+from diagnose.results.details import Details, HistogramDetail, ServingDetails
+from diagnose.signals.serving import serving_details
 from diagnose.signals.serving_metrics import serving_metrics
 from serving_sim import recording, window_s
 
 
 def shares(variant: str) -> tuple[dict[str, float], object]:
     records, index = recording(variant)
-    acc = engine_account({"serving": details(serving_metrics(records))})
+    acc = engine_account(Details(serving=serving_details(serving_metrics(records))))
     return {t.kind: t.share for t in acc.terms}, (acc, index)
 
 
@@ -42,5 +43,6 @@ def test_sglang_scheduler_wait_takes_its_share_of_the_running_time():
 
 
 def test_no_end_to_end_time_no_account():
-    assert engine_account({}) is None
-    assert engine_account({"serving": {"histograms": {"e2e": {"count": 0, "mean_s": None}}}}) is None
+    assert engine_account(Details()) is None
+    empty = HistogramDetail(0, None, None, None, "e2e", 0, False)
+    assert engine_account(Details(serving=ServingDetails(histograms={"e2e": empty}))) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from diagnose.account.gpu import gpu_account
 from diagnose.model import Quadrant, Signal
+from diagnose.results.details import Details
 from diagnose.verdict.account import decide
 
 
@@ -18,7 +19,7 @@ def _signals(**values: float) -> dict[str, Signal]:
     return {names[k]: Signal(names[k], v, "%", "kernel timeline") for k, v in values.items()}
 
 
-DETAILS = {"torch_traces": [{"temporal": {"span_ns": 2_000_000_000}, "coverage": {"host_span_ns": 2_100_000_000}}]}
+DETAILS = Details(torch_traces=({"temporal": {"span_ns": 2_000_000_000}, "coverage": {"host_span_ns": 2_100_000_000}},))
 
 
 def test_busy_gpu_with_exposed_communication_is_compute_with_the_communication_named():

@@ -133,10 +133,12 @@ def test_a_foreign_trace_indexed_into_a_bundle_does_not_take_its_verdict(tmp_pat
 def test_overlapping_stage_spans_are_scaled_to_the_request_time(tmp_path):
     from diagnose.account.requests import request_account
     from diagnose.model import Signal
+    from diagnose.results.details import Details, LatencyStats, RequestsDetail
 
     sig = {f"spans.stage_share_pct[{st}]": Signal(f"spans.stage_share_pct[{st}]", v, "%", "spans")
            for st, v in (("db", 100.0), ("network", 100.0))}  # parallel client calls (asyncio.gather)
-    acc = request_account(sig, {"requests": {"requests": 10, "latency": {"mean_ms": 10.0}}})
+    req = RequestsDetail(requests=10, latency=LatencyStats(count=10, mean_ms=10.0))
+    acc = request_account(sig, Details(requests=req))
     assert [round(t.share, 6) for t in acc.terms] == [0.5, 0.5]
     assert any("overlap" in n for n in acc.notes) and math.isclose(acc.total_s, 0.1)
 

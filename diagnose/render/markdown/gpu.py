@@ -10,6 +10,7 @@ from typing import Any
 
 from diagnose.render.markdown.gfm import cell
 from diagnose.render.units import fmt_pct
+from diagnose.results.details import Details
 
 COLUMNS = (("SM active", "gpu.sm_active_pct"), ("engine", "gpu.gr_engine_active_pct"),
            ("tensor", "gpu.tensor_active_pct"), ("DRAM", "gpu.dram_active_pct"),
@@ -27,25 +28,24 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(cell(c) for c in cells) + " |"
 
 
-def gpu_section(details: dict[str, Any]) -> list[str]:
-    devices = details.get("gpu_devices") or []
+def gpu_section(details: Details) -> list[str]:
+    devices = details.gpu_devices
     if not devices:
         return []
     out = ["## GPUs (time-weighted over the capture)", "",
            _row(["GPU", "model", "counted", *[c for c, _ in COLUMNS], "SM/DRAM from"]),
            "|" + "---|" * (len(COLUMNS) + 4)]
     for d in devices:
-        vals, srcs = d.get("values", {}), d.get("sources", {})
-        src = srcs.get("gpu.sm_active_pct") or srcs.get("gpu.dram_active_pct") or "-"
-        out.append(_row([d.get("gpu"), d.get("name"), "yes" if d.get("target") else "no",
-                         *[_pct(vals.get(k)) for _, k in COLUMNS], src]))
-    mig = details.get("gpu_mig_instances") or []
+        src = d.sources.get("gpu.sm_active_pct") or d.sources.get("gpu.dram_active_pct") or "-"
+        out.append(_row([d.gpu, d.name, "yes" if d.target else "no", *[_pct(d.values.get(k)) for _, k in COLUMNS],
+                         src]))
+    mig = details.gpu_mig_instances
     if mig:
         out += ["", "MIG instances (DCGM):", "",
                 _row(["GPU", "GPU_I_ID", "profile", *[c for c, _ in MIG_COLUMNS]]),
                 "|" + "---|" * (len(MIG_COLUMNS) + 3)]
-        out += [_row([m["uuid"], m["gpu_instance_id"], m.get("profile") or "-",
-                      *[_pct(m["values"].get(k)) for _, k in MIG_COLUMNS]]) for m in mig]
+        out += [_row([m.uuid, m.gpu_instance_id, m.profile or "-", *[_pct(m.values.get(k)) for _, k in MIG_COLUMNS]])
+                for m in mig]
     return out + [""]
 
 

@@ -26,18 +26,17 @@ SIGNAL_ROWS = (
 
 def key_metrics(a: Analysis) -> list[list[Any]]:
     rows: list[list[Any]] = []
-    req = a.details.get("requests") or {}
-    lat = req.get("latency") or {}
-    if req.get("requests") and lat.get("p50_ms") is not None:
+    req = a.details.requests
+    lat = req.latency if req is not None else None
+    if req is not None and req.requests and lat is not None and lat.p50_ms is not None:
         rows.append(["latency P50 / P90 / P99 / P999",
-                     " / ".join(f"{lat[k]:.1f}" for k in ("p50_ms", "p90_ms", "p99_ms", "p999_ms")) + " ms",
-                     f"stage spans, {req['requests']} requests"])
-    llm = a.details.get("llm") or {}
-    for name in ("ttft", "tpot"):
-        d = llm.get(name) or {}
-        if d.get("count"):
-            rows.append([f"{name.upper()} P50 / P99", f"{d['p50_ms']:.2f} / {d['p99_ms']:.2f} ms",
-                         f"gen_ai span attributes, {d['count']} requests"])
+                     " / ".join(f"{v or 0.0:.1f}" for v in (lat.p50_ms, lat.p90_ms, lat.p99_ms, lat.p999_ms)) + " ms",
+                     f"stage spans, {req.requests} requests"])
+    llm = a.details.llm
+    for name, d in (("ttft", llm.ttft), ("tpot", llm.tpot)) if llm is not None else ():
+        if d.count:
+            rows.append([f"{name.upper()} P50 / P99", f"{d.p50_ms or 0.0:.2f} / {d.p99_ms or 0.0:.2f} ms",
+                         f"gen_ai span attributes, {d.count} requests"])
     idle = a.signals.get("gpu.idle_pct")
     if idle is not None and idle.value is not None:
         rows.append(["GPU kernel busy (kernel timeline)", fmt_value(100.0 - idle.value, "%"), idle.source])

@@ -77,13 +77,6 @@ class MarkdownRenderer(Renderer):
                 f"Captured {span} on {text(t.get('host', '?'))} as {text(t.get('user', '?'))}; ended by: "
                 f"{text(m.get('end_reason', '?'))}" + (" (**partial capture**)" if m.get("partial") else "") + ".")
         out = [f"# {_verdict_words(a)}: {who} ({text(short)})", "", f"> {text(v.headline)}", ""]
-        if v.remedy:
-            out += [f"**First remedy:** {text(v.remedy)}.", ""]
-        if v.dedicated is not None:
-            own = v.dedicated
-            out += [f"**On dedicated cores** (the account without its waits for a core): {own.quadrant.value}"
-                    + (f", act on the {own.layer.value} layer" if own.layer else "")
-                    + (f"; first remedy: {text(own.remedy)}" if own.remedy else "") + ".", ""]
         if v.quadrant.value not in ("unknown", "no_load"):
             out += [f"**Confidence {v.confidence:.2f}**: {text(v.confidence_reason)}.", ""]
         elif v.confidence_reason:
@@ -123,7 +116,7 @@ class MarkdownRenderer(Renderer):
     def _ranks(self, a: Analysis) -> list[str]:
         from diagnose.render.ranks import ranks_section
 
-        return ranks_section(a.details.get("ranks"))
+        return ranks_section(a.details.ranks)
 
     def _metrics(self, a: Analysis) -> list[str]:
         from diagnose.render.markdown.metrics import key_metrics
@@ -173,11 +166,11 @@ class MarkdownRenderer(Renderer):
             more = len(s.frames) - len(frames)
             out += [f"**{s.share_pct:.1f}%** · {text(s.category)} · thread {code(_cut(s.thread))}", ""]
             out += fenced(([f"... {more} outer frames"] if more else []) + [_cut(f) for f in frames]) + [""]
-        funcs = a.details.get("top_functions") or []
+        funcs = a.details.top_functions
         if funcs and self.full:
             out += ["### Hot functions", ""]
             out += _table(["function", "self %", "total %"],
-                          [[f["function"], f"{f['self_pct']:.1f}", f"{f['total_pct']:.1f}"] for f in funcs])
+                          [[f.function, f"{f.self_pct:.1f}", f"{f.total_pct:.1f}"] for f in funcs])
         return out
 
     def _threads(self, a: Analysis) -> list[str]:

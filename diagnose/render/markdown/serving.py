@@ -1,12 +1,12 @@
 """The report's serving-engine rows: what the engine's own /metrics said over the capture window
 (in-flight, queue share, TTFT/ITL/TPOT P50/P99, KV cache, preemptions, GPU overlap wait), and the
-line that states the TTFT/ITL/TPOT definitions. Pure: reads ``details["serving"]``
-(diagnose/signals/serving.py ServingDetails)."""
+line that states the TTFT/ITL/TPOT definitions. Pure: reads ``details.serving``
+(diagnose/results/serving.py ServingDetails)."""
 from __future__ import annotations
 
 from typing import Any
 
-from diagnose.signals.serving import ServingDetails
+from diagnose.results.details import Details, ServingDetails
 
 LATENCY_ROWS = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2e", "end-to-end latency"),
                 ("queue", "engine queue time"))
@@ -20,12 +20,12 @@ def _src(s: ServingDetails, metric: str, how: str) -> str:
     return f"{s.engine or 'engine'} /metrics {metric}, {how}, {s.scrapes} scrapes"
 
 
-def _scraped(details: dict[str, Any]) -> ServingDetails | None:
-    s = ServingDetails.of(details)
+def _scraped(details: Details) -> ServingDetails | None:
+    s = details.serving
     return s if s is not None and s.scrapes else None
 
 
-def serving_rows(details: dict[str, Any]) -> list[list[Any]]:
+def serving_rows(details: Details) -> list[list[Any]]:
     """[label, value, source] rows, only for what the engine exposed."""
     s = _scraped(details)
     if s is None:
@@ -61,7 +61,7 @@ def serving_rows(details: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def serving_lines(details: dict[str, Any]) -> list[str]:
+def serving_lines(details: Details) -> list[str]:
     """The serving rows as plain terminal lines (``analyze`` and ``attach`` print them after the
     account): a heading, then ``  LABEL: VALUE``; none without ``--metrics`` scrapes."""
     rows = serving_rows(details)
@@ -69,7 +69,7 @@ def serving_lines(details: dict[str, Any]) -> list[str]:
         [f"  {label}: {value}" for label, value, _src in rows]
 
 
-def serving_notes(details: dict[str, Any]) -> list[str]:
+def serving_notes(details: Details) -> list[str]:
     """The definitions line, and what the scrapes left out (failed scrapes, malformed lines)."""
     s = _scraped(details)
     if s is None:

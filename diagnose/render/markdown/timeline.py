@@ -1,6 +1,7 @@
 """Markdown sections for the kernel timeline, GPU idle gaps, request latency and the join.
 
-Reads ``analysis.details`` written by the timeline signal source (signals/timeline.py); each
+Reads ``analysis.details`` (diagnose/results/details.py) written by the timeline signal source
+(signals/timeline.py); each
 function returns Markdown lines, empty when the bundle has no such data.
 """
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from diagnose.render.markdown.gfm import Safe, cell, code, join, text
 from diagnose.render.units import fmt_us, utc_clock_ms
+from diagnose.results.details import Details
 from diagnose.rules.base import TRAINING
 
 MAX_GAP_ROWS = 10
@@ -23,19 +25,18 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
             + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows] + [""])
 
 
-def _join_lines(d: dict[str, Any]) -> list[str]:
+def _join_lines(d: Details) -> list[str]:
     out = []
-    for key in ("gaps", "slow"):
-        j = (d.get("join") or {}).get(key)
-        if j and j.get("headline"):
-            out.append(f"> {text(j['headline'])}")
+    for j in (d.join.gaps, d.join.slow):
+        if j and j.headline:
+            out.append(f"> {text(j.headline)}")
             out.append("")
-            threads = [t for t in j.get("threads", []) if t["busy_pct"] > 0][:3]
+            threads = [t for t in j.threads if t.busy_pct > 0][:3]
             if threads:
                 out += _table(["thread", "busy % of samples", "top categories", "top functions"], [
-                    [t["thread"], _num(t["busy_pct"], ".0f", "%"),
-                     ", ".join(f"{c['name']} {c['share_pct']:.0f}%" for c in t["categories"][:3]),
-                     join([Safe(f"{code(f['name'])} {f['share_pct']:.0f}%") for f in t["functions"][:2]])]
+                    [t.thread, _num(t.busy_pct, ".0f", "%"),
+                     ", ".join(f"{c.name} {c.share_pct:.0f}%" for c in t.categories[:3]),
+                     join([Safe(f"{code(f.name)} {f.share_pct:.0f}%") for f in t.functions[:2]])]
                     for t in threads])
     return out
 
@@ -97,8 +98,8 @@ def _gap_rows(t: dict[str, Any]) -> list[str]:
         for g in sorted(gaps, key=lambda g: -g["dur_us"])[:MAX_GAP_ROWS]])
 
 
-def timeline_section(details: dict[str, Any]) -> list[str]:
-    traces = details.get("torch_traces") or []
+def timeline_section(details: Details) -> list[str]:
+    traces = details.torch_traces
     join_lines = _join_lines(details)
     if not traces and not join_lines:
         return []
@@ -108,40 +109,41 @@ def timeline_section(details: dict[str, Any]) -> list[str]:
     return out
 
 
-def latency_section(details: dict[str, Any]) -> list[str]:
-    r = details.get("requests") or {}
-    if not r.get("requests"):
+def latency_section(details: Details) -> list[str]:
+    r = details.requests
+    if r is None or not r.requests or r.latency is None:
         return []
-    lat = r["latency"]
+    lat = r.latency
     out = ["## Request latency and stages", "",
-           f"{r['requests']} requests in {r['window_s']:.1f} s: {_num(r['qps'], '.1f')} QPS; in flight "
-           f"{_num(r['in_flight_measured_mean'], '.2f')} measured vs {_num(r['in_flight_littles_law'], '.2f')} "
-           f"by Little's law (QPS x mean latency); {r['errors']} errors.", ""]
+           f"{r.requests} requests in {r.window_s or 0.0:.1f} s: {_num(r.qps, '.1f')} QPS; in flight "
+           f"{_num(r.in_flight_measured_mean, '.2f')} measured vs {_num(r.in_flight_littles_law, '.2f')} "
+           f"by Little's law (QPS x mean latency); {r.errors} errors.", ""]
     out += _table(["P50", "P90", "P95", "P99", "P999", "max"],
-                  [[f"{lat[k]:.1f} ms" for k in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms")]])
-    stages = {k: v for k, v in r["stage_share_pct"].items() if v}
+                  [[f"{_num(v)} ms" for v in (lat.p50_ms, lat.p90_ms, lat.p95_ms, lat.p99_ms, lat.p999_ms,
+                                              lat.max_ms)]])
+    stages = {k: v for k, v in r.stage_share_pct.items() if v}
     if stages:
         out += ["Share of request time per stage: " + ", ".join(
             f"{k} {v:.0f}%" for k, v in sorted(stages.items(), key=lambda kv: -kv[1]))
-            + f"; not in any stage span {_num(r['unstaged_pct'], '.0f', '%')}.", ""]
-    tail = details.get("tail") or {}
-    if tail.get("requests"):
-        bits = [f"Slowest 1% ({tail['requests']} requests >= {tail['cut_ms']:.1f} ms)"]
-        if tail.get("dominant_stage"):
-            st = tail["dominant_stage"]
-            bits.append(f"spend {tail['stage_share_pct'][st]:.0f}% in `{st}` (all requests: "
-                        f"{tail['all_stage_share_pct'][st]:.0f}%)")
-        if tail.get("size_attribute"):
-            sa = tail["size_attribute"]
-            bits.append(f"have {sa['ratio']:.1f}x the median {code(sa['attribute'])}")
-        if tail.get("gc_overlap_pct") is not None:
-            bits.append(f"{tail['gc_overlap_pct']:.0f}% overlap a GC pause (all: {tail['gc_overlap_all_pct']:.0f}%)")
+            + f"; not in any stage span {_num(r.unstaged_pct, '.0f', '%')}.", ""]
+    tail = details.tail
+    if tail is not None and tail.requests:
+        bits = [f"Slowest 1% ({tail.requests} requests >= {_num(tail.cut_ms)} ms)"]
+        if tail.dominant_stage:
+            st = tail.dominant_stage
+            bits.append(f"spend {tail.stage_share_pct[st]:.0f}% in `{st}` (all requests: "
+                        f"{tail.all_stage_share_pct[st]:.0f}%)")
+        if tail.size_attribute:
+            sa = tail.size_attribute
+            bits.append(f"have {sa.ratio:.1f}x the median {code(sa.attribute)}")
+        if tail.gc_overlap_pct is not None:
+            bits.append(f"{tail.gc_overlap_pct:.0f}% overlap a GC pause (all: {_num(tail.gc_overlap_all_pct, '.0f')}%)")
         out += ["; ".join(bits) + ".", ""]
-    llm = details.get("llm") or {}
-    if llm and (llm["ttft"]["count"] or llm["tpot"]["count"]):
-        out += [f"LLM: TTFT P50 {_num(llm['ttft']['p50_ms'])} ms / P99 {_num(llm['ttft']['p99_ms'])} ms; "
-                f"TPOT P50 {_num(llm['tpot']['p50_ms'], '.2f')} ms / P99 {_num(llm['tpot']['p99_ms'], '.2f')} ms; "
-                f"{_num(llm['output_tokens_per_s'], '.1f')} output tokens/s.", ""]
+    llm = details.llm
+    if llm is not None and (llm.ttft.count or llm.tpot.count):
+        out += [f"LLM: TTFT P50 {_num(llm.ttft.p50_ms)} ms / P99 {_num(llm.ttft.p99_ms)} ms; "
+                f"TPOT P50 {_num(llm.tpot.p50_ms, '.2f')} ms / P99 {_num(llm.tpot.p99_ms, '.2f')} ms; "
+                f"{_num(llm.output_tokens_per_s, '.1f')} output tokens/s.", ""]
     return out
 
 

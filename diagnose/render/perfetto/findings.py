@@ -32,7 +32,7 @@ def _moments(report: Report, slowest: Span | None, events: list[Event]) -> dict[
     started = report.manifest.get("started_ns")
     first = min((e.t_ns for e in events), default=0)
     out = {"capture": (started if type(started) is int else first, "capture start")}
-    traces = [t for t in report.analysis.details.get("torch_traces") or () if isinstance(t, dict)]
+    traces = report.analysis.details.torch_traces
     kernel = [t["temporal"].get("first_start_ns") for t in traces if isinstance(t.get("temporal"), dict)]
     if kernel and type(kernel[0]) is int:
         out["kernels"] = (kernel[0], "start of the kernel window (first GPU event)")

@@ -12,6 +12,7 @@ import math
 import os
 from typing import Any
 
+from diagnose.bundle.records.manifest import ManifestInfo
 from diagnose.model import Analysis, Quadrant, Signal
 from diagnose.render.account import account_rows_of
 from diagnose.render.units import pid_text
@@ -94,7 +95,7 @@ def _categories(signals: dict[str, Signal]) -> list[MetricLine]:
     return [MetricLine(cat, f"{val:.0f}%", kind="item") for cat, val in sorted(cats, key=lambda kv: -kv[1])]
 
 
-def gpu_view(a: Analysis | None, manifest: dict[str, Any], history: dict[str, Buckets]) -> PanelVM:
+def gpu_view(a: Analysis | None, manifest: ManifestInfo, history: dict[str, Buckets]) -> PanelVM:
     signals = a.signals if a is not None else {}
     reason = first_reason(signals, tuple(base for _, base in GPU_METRICS),
                           collectors_reason(manifest, GPU_COLLECTORS, "GPU"))
@@ -146,7 +147,7 @@ def engine_lines(engine: EngineSnapshot) -> list[MetricLine]:
     return out
 
 
-def service_panel(a: Analysis | None, manifest: dict[str, Any],
+def service_panel(a: Analysis | None, manifest: ManifestInfo,
                   requests: RequestSnapshot | None = None, engine: EngineSnapshot | None = None) -> PanelVM:
     """Request rate and P99 over time (``requests``: root spans as they arrive), the span/LLM
     figures of the capture so far, and the stages' shares of request time; with no span yet and
@@ -191,12 +192,12 @@ def account_panel(a: Analysis | None) -> PanelVM:
     return PanelVM(title, (head, *rows[:SHOWN + 1]), "", tuple(rows[SHOWN + 1:]))
 
 
-def collectors_reason(manifest: dict[str, Any], names: tuple[str, ...], what: str) -> str:
+def collectors_reason(manifest: ManifestInfo, names: tuple[str, ...], what: str) -> str:
     """The state and reason of the first of ``names`` in the manifest, or that none ran."""
-    for c in manifest.get("collectors", []):
-        if c.get("name") in names:
-            reason = f": {c['reason']}" if c.get("reason") else ""
-            return f"{c['name']} {c.get('state')}{reason}"
+    for c in manifest.collectors:
+        if c.name in names:
+            reason = f": {c.reason}" if c.reason else ""
+            return f"{c.name} {c.state}{reason}"
     return f"no {what} collector in this capture ({', '.join(names)})"
 
 
@@ -208,7 +209,7 @@ def collecting_note(elapsed_s: float, first_verdict_s: float) -> str:
     return "collecting: analysing the first samples…"
 
 
-def live_view(a: Analysis | None, manifest: dict[str, Any], cpu: CpuSnapshot,
+def live_view(a: Analysis | None, manifest: ManifestInfo, cpu: CpuSnapshot,
               history: dict[str, Buckets], analysed_s: float | None,
               error: str | None = None, *, elapsed_s: float | None = None,
               first_verdict_s: float = 0.0, frames: FrameWindow | None = None,

@@ -8,9 +8,9 @@ from the running averages (series.SignalHistory, 1 s buckets), keyed ``<signal>`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from diagnose.model import Analysis, Signal
+from diagnose.results.details import GpuDevice
 from diagnose.tui.live.series import Buckets
 from diagnose.tui.text import fmt_value, split_family
 from diagnose.tui.viewmodels import MetricLine, PanelVM, Trend
@@ -48,15 +48,14 @@ def gpu_groups(a: Analysis | None) -> list[GpuGroup]:
     units = {n: a.signals[n].unit if n in a.signals else "%" for n in names}
     agg = GpuGroup("target GPUs", "", {n: a.signals[n].value if n in a.signals else None for n in names},
                    units, {n: a.signals[n].reason or "" for n in names if n in a.signals})
-    devices = [d for d in a.details.get("gpu_devices") or [] if isinstance(d, dict)]
-    groups = [GpuGroup(_device_title(d), f"#{d.get('gpu')}",
-                       {n: (d.get("values") or {}).get(n) for n in names}, units, {}) for d in devices]
+    groups = [GpuGroup(_device_title(d), f"#{d.gpu}", {n: d.values.get(n) for n in names}, units, {})
+              for d in a.details.gpu_devices]
     return groups if len(groups) == 1 else [agg, *groups]
 
 
-def _device_title(d: dict[str, Any]) -> str:
-    title = f"GPU {d.get('gpu', '?')}" + (f" {d['name']}" if d.get("name") else "")
-    return title + (" (target)" if d.get("target") else "")
+def _device_title(d: GpuDevice) -> str:
+    title = f"GPU {d.gpu}" + (f" {d.name}" if d.name else "")
+    return title + (" (target)" if d.target else "")
 
 
 def gpu_history_values(a: Analysis) -> dict[str, float]:

@@ -8,7 +8,7 @@ and the OS gives the capture and the target the cores first.
 Protocol (one child per capture, ``python -m diagnose.tui.live.background_analysis``): the parent
 writes one JSON line ``{"path": bundle path, "overrides": {--thresholds}}`` to the child's stdin
 and the child runs the pipeline's ``analyse`` with them; it answers on stdout with an 8-byte big-endian
-length and a pickle of ``("ok", Analysis, manifest)`` or ``("error", message, is_bundle_error)``.
+length and a pickle of ``("ok", Analysis, ManifestInfo)`` or ``("error", message, is_bundle_error)``.
 EOF on stdin ends the child. Pickle is safe here: both ends are this package, over a private pipe.
 """
 from __future__ import annotations
@@ -21,7 +21,10 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diagnose.bundle.records.manifest import ManifestInfo
 
 NICE = 10
 STOP_TIMEOUT_S = 5.0
@@ -63,7 +66,7 @@ class BackgroundAnalyser:
             raise AnalysisFailed(f"analysis process ended ({exc})") from None
         self.pending = True
 
-    def poll(self) -> tuple[Any, dict[str, Any]] | None:
+    def poll(self) -> tuple[Any, ManifestInfo] | None:
         """The answer to the last request if it is ready, else None.
 
         Raises AnalysisFailed (the child's error, or the child ended)."""
@@ -113,7 +116,7 @@ def _answer(line: str) -> tuple[str, Any, Any]:
     try:
         ask = json.loads(line)
         report = analyse(Path(ask["path"]), ask["overrides"])
-        return "ok", report.analysis, report.manifest
+        return "ok", report.analysis, report.bundle.info
     except BundleError as exc:
         return "error", str(exc), True
     except Exception as exc:  # any failure is the parent's to show; the child keeps serving

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from diagnose.bundle.records.manifest import ManifestInfo
 from diagnose.bundle.streams import PROCESS, SERVING, SPANS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
@@ -140,7 +140,7 @@ class LiveFeed:
         self._spans: JsonlTail | None = None
         self._serving: JsonlTail | None = None
         self._analysis: Analysis | None = None
-        self._manifest: dict[str, Any] = {}
+        self._manifest = ManifestInfo()
         self._analysed_s: float | None = None
         self._error: str | None = None
         self._analyser = BackgroundAnalyser()
@@ -233,12 +233,10 @@ def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
         cpu.add_name(rec)
     for rec in bundle.stream(PROCESS):
         cpu.add(rec)
-    m = bundle.manifest
-    elapsed_s = ((m.get("ended_ns") or 0) - (m.get("started_ns") or 0)) / 1e9
-    collectors = m.get("collectors", [])
-    header = header_view(m.get("target") or {}, max(0.0, elapsed_s), 0.0,
-                         {c["name"]: c.get("counts") or {} for c in collectors},
-                         {c["name"]: c.get("state", "?") for c in collectors}, "captured")
+    m = bundle.info
+    elapsed_s = ((m.ended_ns or 0) - (m.started_ns or 0)) / 1e9
+    header = header_view(m.target.to_dict(), max(0.0, elapsed_s), 0.0, {c.name: c.counts for c in m.collectors},
+                         {c.name: c.state for c in m.collectors}, "captured")
     history = SignalHistory()
     history.add(elapsed_s, history_values(analysis))
     requests = RequestSeries()

@@ -236,7 +236,7 @@ def results_view(a: Analysis, manifest: dict[str, Any], bundle_name: str) -> Res
         quality=quality_table(a.data_quality),
         not_judged=not_judged_table(a.not_judged),
         signals=signals_table(a.signals),
-        details=tuple(table_from_rows(humanize(k), v) for k, v in a.details.items()),
+        details=tuple(table_from_rows(humanize(k), v) for k, v in a.details.to_json().items()),
     )
 
 

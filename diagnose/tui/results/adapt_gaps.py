@@ -7,10 +7,12 @@ samples and stage spans inside the gaps, on the common clock). Without a trace i
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from diagnose.model import Analysis
 from diagnose.render.units import fmt_us, utc_clock_ms
+from diagnose.results.joins import JoinDetail
 from diagnose.tui.viewmodels import GapsVM, TableVM
 
 GAP_SIGNALS = ("gpu.idle_gap_share", "gpu.idle_pct")
@@ -29,7 +31,7 @@ def _dur(us: float | None) -> str:
     return "?" if us is None else fmt_us(us)
 
 
-def gap_rows(traces: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
+def gap_rows(traces: Sequence[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
     rows = []
     for t in traces:
         label = f"rank {t['rank']}" if t.get("rank") is not None else "rank ?"
@@ -38,14 +40,13 @@ def gap_rows(traces: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
     return tuple(rows)
 
 
-def during_rows(traces: list[dict[str, Any]], join: dict[str, Any] | None) -> tuple[tuple[str, ...], ...]:
+def during_rows(traces: Sequence[dict[str, Any]], join: JoinDetail | None) -> tuple[tuple[str, ...], ...]:
     """What ran while the GPU idled: py-spy categories/functions, stage spans, torch host ops."""
     rows: list[tuple[str, ...]] = []
-    j = join or {}
-    for kind, key, name in (("py-spy category", "categories", "name"),
-                            ("py-spy function", "functions", "name"), ("stage span", "spans", "span")):
-        for r in (j.get(key) or [])[:TOP]:
-            rows.append((kind, str(r.get(name)), f"{r.get('share_pct', 0.0):.0f}%"))
+    if join is not None:
+        rows += [("py-spy category", c.name, f"{c.share_pct:.0f}%") for c in join.categories[:TOP]]
+        rows += [("py-spy function", f.name, f"{f.share_pct:.0f}%") for f in join.functions[:TOP]]
+        rows += [("stage span", s.span, f"{s.share_pct:.0f}%") for s in join.spans[:TOP]]
     for t in traces:
         for r in (t.get("host_in_gaps") or [])[:TOP]:
             rows.append(("torch host op", str(r.get("name")), f"{r.get('share_pct', 0.0):.0f}%"))
@@ -53,8 +54,8 @@ def during_rows(traces: list[dict[str, Any]], join: dict[str, Any] | None) -> tu
 
 
 def gaps_view(a: Analysis) -> GapsVM:
-    traces = [t for t in (a.details.get("torch_traces") or []) if isinstance(t, dict)]
-    join = (a.details.get("join") or {}).get("gaps") if isinstance(a.details.get("join"), dict) else None
+    traces = a.details.torch_traces
+    join = a.details.join.gaps
     if not traces:
         reason = next((a.signals[n].reason for n in GAP_SIGNALS
                        if n in a.signals and a.signals[n].reason), NO_TRACE)
@@ -64,7 +65,7 @@ def gaps_view(a: Analysis) -> GapsVM:
                f"{'?' if g['share_pct'] is None else format(g['share_pct'], '.1f')}% of the "
                f"{'GPU' if g.get('of') == 'gpu' else 'torch-op'} window"
                for t in traces if isinstance(g := t.get("idle_gaps"), dict) and "count" in g]
-    headline = (join or {}).get("headline") or "; ".join(summary)
+    headline = (join.headline if join else "") or "; ".join(summary)
     table = TableVM("GPU idle gaps (longest, in time order)", ("trace", "start (UTC)", "duration",
                                                                "host op covering it"),
                     gap_rows(traces), "no GPU idle gap above the threshold")

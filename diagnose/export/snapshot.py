@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from diagnose.bundle.records.manifest import CaptureCost, ManifestInfo
 from diagnose.bundle.streams import SPANS
 from diagnose.model import Account, Analysis, Finding, Report, Severity
 
@@ -63,26 +64,23 @@ class Snapshot:
 
 def snapshot(report: Report, extra: dict[str, str] | None = None) -> Snapshot:
     """The Snapshot of ``report``; ``extra`` resource attributes override the derived ones."""
-    a, m = report.analysis, report.manifest
+    a, m = report.analysis, report.bundle.info
     points = (*_verdict_points(a), *_account_points(a.accounts), *_key_metric_points(a), *_cost_points(m),
               *_finding_counts(a.findings))
-    ended = m.get("ended_ns")
     return Snapshot({**resource_attributes(report), **(extra or {})}, points,
-                    tuple(_finding_record(f) for f in a.findings),
-                    ended if type(ended) is int and ended > 0 else None)
+                    tuple(_finding_record(f) for f in a.findings), m.ended_ns or None)
 
 
 def resource_attributes(report: Report) -> dict[str, str | int]:
     """service.name (the spans' resource when recorded, else the target's process name),
     host.name, process.pid, and ``rank`` when every torch trace names the same one."""
-    t = report.manifest.get("target")
-    target: dict[str, Any] = t if isinstance(t, dict) else {}
-    name = _service(report) or str(target.get("name") or "unknown_service")[:MAX_NAME_CHARS]
+    target = report.bundle.info.target
+    name = _service(report) or (target.name or "unknown_service")[:MAX_NAME_CHARS]
     out: dict[str, str | int] = {"service.name": name}
-    if isinstance(target.get("host"), str) and target["host"]:
-        out["host.name"] = target["host"][:MAX_NAME_CHARS]
-    if type(target.get("pid")) is int and target["pid"] > 0:
-        out["process.pid"] = target["pid"]
+    if target.host:
+        out["host.name"] = target.host[:MAX_NAME_CHARS]
+    if target.pid is not None:
+        out["process.pid"] = target.pid
     ranks = {tr.get("rank") for tr in report.analysis.details.torch_traces}
     rank = next(iter(ranks)) if len(ranks) == 1 else None
     if type(rank) is int:
@@ -203,11 +201,10 @@ def _key_metric_points(a: Analysis) -> list[Point]:
             for p in points]
 
 
-def _cost_points(m: dict[str, Any]) -> list[Point]:
+def _cost_points(m: ManifestInfo) -> list[Point]:
     """diagnose's own cost (manifest ``cost``, diagnose/capture/cost.py) and the capture's end time."""
-    raw = m.get("cost")
-    cost: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    wall, own, kids, rss = (_num(cost.get(k)) for k in ("wall_s", "diagnose_cpu_s", "children_cpu_s", "max_rss_bytes"))
+    cost = m.cost or CaptureCost()
+    wall, own, kids, rss = cost.wall_s, cost.diagnose_cpu_s, cost.children_cpu_s, cost.max_rss_bytes
     out = []
     if wall is not None and wall > 0:
         out.append(Point("diagnose.capture.duration", "s", "wall time of the capture", wall))
@@ -220,8 +217,8 @@ def _cost_points(m: dict[str, Any]) -> list[Point]:
                          own / wall))
     if rss is not None and rss > 0:
         out.append(Point("diagnose.capture.memory.peak", "By", "diagnose's peak resident memory", rss))
-    ended = m.get("ended_ns")
-    if type(ended) is int and 0 < ended < 1 << 63:
+    ended = m.ended_ns
+    if ended:
         out.append(Point("diagnose.capture.end_time", "s", "when the capture ended (Unix seconds)", ended / 1e9))
     return out
 

@@ -34,7 +34,7 @@ def _walk(nodes):
 
 def test_results_view_shows_the_verdict_findings_and_stacks(analysed):
     b, a, exp = analysed
-    vm = results_view(a, b.manifest, b.path.name)
+    vm = results_view(a, b.info, b.path.name)
     assert vm.verdict.quadrant == exp["quadrant"]
     primary = [c for c in vm.verdict.cells if c.primary]
     assert [c.quadrant for c in primary] == [exp["quadrant"]]
@@ -59,7 +59,7 @@ def test_results_view_shows_the_verdict_findings_and_stacks(analysed):
 
 def test_results_view_says_what_was_not_captured(analysed):
     b, a, _ = analysed
-    vm = results_view(a, b.manifest, b.path.name)
+    vm = results_view(a, b.info, b.path.name)
     assert not vm.gaps.table.rows and vm.gaps.table.empty.startswith("not captured:")
     if not any(s.known for n, s in a.signals.items() if n.startswith("spans.")):
         assert vm.latency.empty.startswith("not captured:") and not vm.latency.rows
@@ -73,7 +73,7 @@ def test_results_view_says_what_was_not_captured(analysed):
 
 def test_breakdown_bars_come_from_every_percentage_family(analysed):
     b, a, exp = analysed
-    vm = results_view(a, b.manifest, b.path.name)
+    vm = results_view(a, b.info, b.path.name)
     cpu = next(g for g in vm.bar_groups if g.title == "cpu category share")
     top = max((s for n, s in a.signals.items() if n.startswith("cpu.category_share_pct[")),
               key=lambda s: s.value or 0)
@@ -125,7 +125,7 @@ def test_live_view_panels_without_gpu_or_spans(analysed):
     cpu_labels = [line.label for line in vm.cpu.lines]
     assert cpu_labels[0] == "process" and "top frames, capture so far" in cpu_labels
     assert vm.account.lines and vm.account.lines[0].kind == "heading"
-    before = live_view(None, b.manifest, ProcessSeries().snapshot(), {}, None)
+    before = live_view(None, b.info, ProcessSeries().snapshot(), {}, None)
     assert before.verdict is None and "waiting" in before.verdict_note
 
 
@@ -158,7 +158,7 @@ def test_gaps_view_on_a_real_trace(tmp_path):
     assert r.returncode == 0, r.stderr
     bundle = Bundle.open(next(tmp_path.glob("diagnose-*")))
     a = analyze(bundle)
-    vm = results_view(a, bundle.manifest, bundle.path.name).gaps
+    vm = results_view(a, bundle.info, bundle.path.name).gaps
     traces = a.details.torch_traces
     assert len(vm.table.rows) == sum(len(t["gaps"]) for t in traces) > 0
     assert vm.table.rows[0][3] == (traces[0]["gaps"][0]["host_op"] or "-")
@@ -179,6 +179,6 @@ def test_service_panel_and_latency_from_real_spans(tmp_path):
     for label, name in (("QPS", "spans.qps"), ("P50", "spans.p50_ms"), ("P99", "spans.p99_ms")):
         assert a.signals[name].known and lines[label] == fmt_value(a.signals[name].value, a.signals[name].unit)
     assert not any(label.startswith(("TTFT", "TPOT")) for label in lines)  # no LLM spans: not shown
-    latency = results_view(a, bundle.manifest, bundle.path.name).latency
+    latency = results_view(a, bundle.info, bundle.path.name).latency
     names = [row[0] for row in latency.rows]
     assert names[:5] == ["spans.p50_ms", "spans.p90_ms", "spans.p95_ms", "spans.p99_ms", "spans.p999_ms"]

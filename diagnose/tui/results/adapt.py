@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from diagnose.bundle.records.manifest import ManifestInfo
 from diagnose.model import JUDGED_QUADRANTS, Analysis, Finding, NotJudged, Quadrant, Signal, StackShare, Verdict
-from diagnose.render.units import pid_text
 from diagnose.results.quality import DataQuality
 from diagnose.rules import LAYER_PLAN
 from diagnose.tui.results.adapt_gaps import gaps_view
@@ -48,8 +48,8 @@ def verdict_vm(v: Verdict, provisional: bool = False) -> VerdictVM:
                      v.headline, cells, summary, provisional)
 
 
-def capture_window(manifest: dict[str, Any]) -> str:
-    start, end = manifest.get("started_ns"), manifest.get("ended_ns")
+def capture_window(info: ManifestInfo) -> str:
+    start, end = info.started_ns, info.ended_ns
     if start and end:
         return f"whole capture, {utc_time(start)} → {utc_time(end)} ({(end - start) / 1e9:.2f} s)"
     if start:
@@ -174,11 +174,9 @@ def latency_table(a: Analysis) -> TableVM:
     return TableVM("latency and throughput", ("signal", "value", "source"), rows)
 
 
-def collectors_table(manifest: dict[str, Any]) -> TableVM:
-    rows = tuple(
-        (str(c.get("name")), str(c.get("state")), c.get("reason") or "-",
-         ", ".join(f"{k} {v}" for k, v in (c.get("counts") or {}).items()) or "-")
-        for c in manifest.get("collectors", []))
+def collectors_table(info: ManifestInfo) -> TableVM:
+    rows = tuple((c.name, c.state, c.reason or "-", ", ".join(f"{k} {v}" for k, v in c.counts.items()) or "-")
+                 for c in info.collectors)
     return TableVM("collectors", ("collector", "state", "reason", "counts"), rows,
                    "no collector recorded in the manifest")
 
@@ -201,38 +199,39 @@ def signals_table(signals: dict[str, Signal]) -> TableVM:
     return TableVM("signals", ("signal", "value", "source"), rows, "no signals")
 
 
-def title_line(manifest: dict[str, Any], bundle_name: str) -> str:
-    t = manifest.get("target") or {}
-    cmd = printable(" ".join(t.get("cmdline") or []) or t.get("name") or "?")
-    return f"{bundle_name} · pid {pid_text(t)} · {cmd}"
+def title_line(info: ManifestInfo, bundle_name: str) -> str:
+    t = info.target
+    cmd = printable(" ".join(t.cmdline) or t.name or "?")
+    return f"{bundle_name} · pid {t.pid or '?'} · {cmd}"
 
 
-def capture_line(manifest: dict[str, Any], data_quality: DataQuality) -> str:
+def capture_line(info: ManifestInfo, data_quality: DataQuality) -> str:
     dur = data_quality.capture_s
-    partial = " · PARTIAL capture" if manifest.get("partial") else ""
-    host = (manifest.get("target") or {}).get("host")
-    return ("captured" + (f" {utc_datetime(manifest['started_ns'])}" if manifest.get("started_ns") else "")
+    partial = " · PARTIAL capture" if info.partial else ""
+    host = info.target.host
+    return ("captured" + (f" {utc_datetime(info.started_ns)}" if info.started_ns else "")
             + (f" for {dur:g} s" if dur is not None else "") + (f" on {host}" if host else "")
-            + f" · ended by: {manifest.get('end_reason', '?')}{partial}")
+            + f" · ended by: {info.end_reason or '?'}{partial}")
 
 
-def results_view(a: Analysis, manifest: dict[str, Any], bundle_name: str) -> ResultsVM:
-    window = capture_window(manifest)
+def results_view(a: Analysis, info: ManifestInfo, bundle_name: str) -> ResultsVM:
+    """``info``: the bundle's manifest as the host reads it (Bundle.info)."""
+    window = capture_window(info)
     groups = bar_groups(a.signals)
     return ResultsVM(
-        title=title_line(manifest, bundle_name),
-        capture=capture_line(manifest, a.data_quality),
+        title=title_line(info, bundle_name),
+        capture=capture_line(info, a.data_quality),
         verdict=verdict_vm(a.verdict),
         account=account_table(a),
         findings=sorted_findings(a.findings, window),
         stacks=stack_tree(a.top_stacks),
         stacks_note=("top stacks by share of sampled non-idle thread-time (py-spy)" if a.top_stacks
-                     else "no stacks: " + _collector_note(manifest, "pyspy")),
+                     else "no stacks: " + _collector_note(info, "pyspy")),
         gaps=gaps_view(a),
         bar_groups=groups,
         breakdown_note="" if groups else "no breakdown signals in this capture",
         latency=latency_table(a),
-        collectors=collectors_table(manifest),
+        collectors=collectors_table(info),
         quality=quality_table(a.data_quality),
         not_judged=not_judged_table(a.not_judged),
         signals=signals_table(a.signals),
@@ -251,11 +250,11 @@ def account_table(a: Analysis) -> TableVM:
                    "no source in this capture accounts for time")
 
 
-def _collector_note(manifest: dict[str, Any], name: str) -> str:
-    for c in manifest.get("collectors", []):
-        if c.get("name") == name:
-            return f"{name} {c.get('state')}" + (f": {c['reason']}" if c.get("reason") else "")
-    return f"collector {name} did not run"
+def _collector_note(info: ManifestInfo, name: str) -> str:
+    c = info.collector(name)
+    if c is None:
+        return f"collector {name} did not run"
+    return f"{name} {c.state}" + (f": {c.reason}" if c.reason else "")
 
 
 __all__ = ["account_table", "results_view", "verdict_vm", "stack_tree", "bar_groups", "latency_table",

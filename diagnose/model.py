@@ -204,6 +204,23 @@ class Account:
 
 
 @dataclass(frozen=True)
+class OwnReading:
+    """On a host that starved the target of cores: the verdict its account gives without the time it
+    waited for a core, as it would read on dedicated cores (what to change in the service once it has
+    them). ``lead``: the kind of the term that leads it."""
+
+    quadrant: Quadrant
+    layer: Layer | None
+    remedy: str | None
+    lead: str | None
+    headline: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"quadrant": self.quadrant.value, "layer": self.layer.value if self.layer else None,
+                "remedy": self.remedy, "lead": self.lead, "headline": self.headline}
+
+
+@dataclass(frozen=True)
 class Verdict:
     """``scores``: each judged quadrant's share of the limiting resource's time (the account named
     by ``account``; they add up to at most 1). ``mixed_with``: a second quadrant within the mixed
@@ -217,6 +234,8 @@ class Verdict:
     mixed_with: Quadrant | None = None
     account: str | None = None
     confidence_reason: str = ""
+    remedy: str | None = None  # the first thing to try: the lead term's kind's (diagnose/verdict/remedy.py)
+    dedicated: OwnReading | None = None  # a starved host: the target's own reading on dedicated cores
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -228,6 +247,8 @@ class Verdict:
             "mixed_with": self.mixed_with.value if self.mixed_with else None,
             "account": self.account,
             "confidence_reason": self.confidence_reason,
+            "remedy": self.remedy,
+            "dedicated": self.dedicated.to_json() if self.dedicated else None,
         }
 
 

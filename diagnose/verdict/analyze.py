@@ -44,7 +44,8 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     ex.data_quality = msgspec.structs.replace(ex.data_quality, warnings=warnings(ex.data_quality))
     missing = [SOURCE_OF_GAP[g.what] for g in gaps if g.what in SOURCE_OF_GAP]
     return Analysis(
-        verdict=with_llm_phases(decide(accounts, findings, quality, ex.data_quality, missing), ex.details.llm),
+        verdict=with_llm_phases(decide(accounts, findings, quality, ex.data_quality, missing, ex.signals),
+                                ex.details.llm),
         accounts=accounts,
         findings=tuple(findings),
         signals=ex.signals,

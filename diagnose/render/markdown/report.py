@@ -77,6 +77,13 @@ class MarkdownRenderer(Renderer):
                 f"Captured {span} on {text(t.get('host', '?'))} as {text(t.get('user', '?'))}; ended by: "
                 f"{text(m.get('end_reason', '?'))}" + (" (**partial capture**)" if m.get("partial") else "") + ".")
         out = [f"# {_verdict_words(a)}: {who} ({text(short)})", "", f"> {text(v.headline)}", ""]
+        if v.remedy:
+            out += [f"**First remedy:** {text(v.remedy)}.", ""]
+        if v.dedicated is not None:
+            own = v.dedicated
+            out += [f"**On dedicated cores** (the account without its waits for a core): {own.quadrant.value}"
+                    + (f", act on the {own.layer.value} layer" if own.layer else "")
+                    + (f"; first remedy: {text(own.remedy)}" if own.remedy else "") + ".", ""]
         if v.quadrant.value not in ("unknown", "no_load"):
             out += [f"**Confidence {v.confidence:.2f}**: {text(v.confidence_reason)}.", ""]
         elif v.confidence_reason:

@@ -70,10 +70,8 @@ def extract(bundle: Bundle, sources: tuple[SignalSource, ...] = SIGNAL_SOURCES,
 
 def capture_s(bundle: Bundle) -> float | None:
     """The capture's length from the manifest (end - start, s, 2 decimals); None when unknown."""
-    m = bundle.manifest
-    if m.get("started_ns") and m.get("ended_ns") and m["ended_ns"] > m["started_ns"]:
-        return float(round((m["ended_ns"] - m["started_ns"]) / 1e9, 2))
-    return None
+    window = bundle.info.window_ns
+    return float(round((window[1] - window[0]) / 1e9, 2)) if window and window[0] else None
 
 
 __all__ = ["SIGNAL_SOURCES", "Extracted", "SourceResult", "capture_s", "extract"]

@@ -87,9 +87,7 @@ def _check_fanout(fanout: Fanout, tasks: list[TraceTask], outcomes: list[TraceOu
 
 
 def _capture_window(bundle: Bundle) -> tuple[int, int] | None:
-    m = bundle.manifest
-    lo, hi = m.get("started_ns"), m.get("ended_ns")
-    return (lo, hi) if type(lo) is int and type(hi) is int and hi > lo else None
+    return bundle.info.window_ns
 
 
 def _gap_join(reports: list[TraceReport], stacks: list[TimedStack], ss: SpanSet) -> JoinDetail | None:
@@ -212,7 +210,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     """gpu.*/kernels.*/torch.*, spans.*/llm.* and join.* signals; ``params.timeline`` sets the gap,
     kernel-wait and short-kernel thresholds."""
     all_reports, trace_errors = _reports(bundle, params.timeline)
-    imported = bundle.manifest.get("end_reason") == "imported"  # its window is the files' own span
+    imported = bundle.info.end_reason == "imported"  # its window is the files' own span
     names = _imported_names(bundle) if imported else None
     reports, apart = _apart(all_reports, NO_TRACE, None if imported else _capture_window(bundle), names)
     job, not_ranks = job_of(reports, names)

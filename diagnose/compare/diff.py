@@ -9,6 +9,7 @@ from typing import Any
 from diagnose.compare import noise
 from diagnose.compare.metrics import METRICS, MetricSpec, Noise
 from diagnose.compare.samples import Samples, samples_of
+from diagnose.compare.steps import StepMetric, step_metrics
 from diagnose.model import Report
 from diagnose.signals.catalog import Worse
 from diagnose.signals.spans.sampling import agent_sampling
@@ -155,6 +156,13 @@ def metric_delta(spec: MetricSpec, base: float | None, new: float | None, sa: Sa
                        sig.method)
 
 
+def _step_delta(m: StepMetric) -> MetricDelta:
+    """A training-step metric of the torch traces (compare/steps.py) as the comparison's delta."""
+    sig, s = m.significance, m.spec
+    return MetricDelta(s.key, s.label, s.unit, s.worse, m.base, m.new, sig.significant if sig else None,
+                       sig.band if sig else None, None, m.method)
+
+
 def _findings(base: Report, new: Report) -> tuple[FindingChange, ...]:
     a = {f.rule_id: f for f in base.analysis.findings}
     b = {f.rule_id: f for f in new.analysis.findings}
@@ -176,6 +184,7 @@ def compare(base: Report, new: Report, service_floor: float | None = None) -> Co
     sampled = f"; the agent sampled spans: {', '.join(one_in)}" if one_in else ""
     metrics = tuple(metric_delta(m, _value(base, m), _value(new, m), sa, sb, service_floor, sampled) for m in METRICS
                     if _value(base, m) is not None or _value(new, m) is not None)
+    metrics += tuple(_step_delta(m) for m in step_metrics(base, new))
     return Comparison(_side(base), _side(new), shares, metrics, _findings(base, new))
 
 

@@ -35,7 +35,10 @@ def _title(c: Comparison, gate: tuple[GateResult, ...]) -> str:
             return "Regression"
         return "Gate not judged" if any(g.unjudged for g in gate) else "No regression"
     worse = [m.label for m in c.metrics if m.direction == "worse"]
-    return f"Worse: {', '.join(worse)}" if worse else "No significant change in what was measured"
+    better = [m.label for m in c.metrics if m.direction == "better" and m.significant]
+    if worse:
+        return f"Worse: {', '.join(worse)}"
+    return f"Better: {', '.join(better)}" if better else "No significant change in what was measured"
 
 
 def _unmeasured(c: Comparison) -> list[str]:

@@ -5,7 +5,8 @@ diagnose/signals/catalog.py) and how its run-to-run noise is estimated.
 Noise models (diagnose/compare/noise.py): ``latency`` (a percentile of the request latencies: a
 bootstrap interval of the difference, and the spread of that percentile across windows of the
 capture), ``rate`` (requests ended per window) and ``level`` (a sampled level: the means of its
-readings per window).
+readings per window); ``step_time`` and ``step_share`` (a torch trace's ProfilerSteps: the spread of
+the per-step values, diagnose/compare/steps.py).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class Noise(str, Enum):
     LATENCY = "latency"
     RATE = "rate"
     LEVEL = "level"
+    STEP_TIME = "step_time"  # a percentile of the ProfilerStep durations (compare/steps.py)
+    STEP_SHARE = "step_share"  # the input pipeline's share of the steps (compare/steps.py)
     NONE = "none"  # no per-window data: only the two values are compared
 
 
@@ -57,6 +60,13 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("dram", "GPU DRAM activity", "gpu.dram_active_pct", Noise.LEVEL, series="gpu_dram_pct"),
     MetricSpec("gpu_util", "GPU-Util (NVML)", "gpu.kernel_busy_pct", Noise.LEVEL, series="gpu_util_pct"),
 )
-BY_KEY = {m.key: m for m in METRICS}
+# Training steps of the torch traces, measured from the steps themselves (diagnose/compare/steps.py)
+STEP_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("step_p50", "step time P50", "torch.step_time_p50_ms", Noise.STEP_TIME, 50.0),
+    MetricSpec("step_p99", "step time P99", "torch.step_time_p50_ms", Noise.STEP_TIME, 99.0),
+    MetricSpec("input_pipeline", "input pipeline share of the step (DataLoader)", "torch.dataloader_share_pct",
+               Noise.STEP_SHARE),
+)
+BY_KEY = {m.key: m for m in (*METRICS, *STEP_METRICS)}
 
-__all__ = ["BY_KEY", "METRICS", "MetricSpec", "Noise"]
+__all__ = ["BY_KEY", "METRICS", "STEP_METRICS", "MetricSpec", "Noise"]

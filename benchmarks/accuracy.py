@@ -1,6 +1,11 @@
 """Accuracy of the verdict on the demo's scenarios: each one started, loaded, attached, diagnosed.
 
     python benchmarks/accuracy.py [--duration 30] [--scenario NAME ...] [--json out.json]
+    python benchmarks/accuracy.py --live [--runs 3] [--duration 4] [--case NAME ...]
+
+``--live``: the second corpus, the project's own live workloads (benchmarks/live_corpus.py: a training
+loop with a slow DataLoader, an async service that blocks its loop, a threaded Pillow pre-processing
+service, a near-idle batched service, forked workers), judged on quadrant, layer and first remedy.
 
 Per scenario it runs ``diagnose demo --scenario NAME --duration D --no-tui`` (the service under the
 agent, open-loop load) and prints: expected quadrant and layer, the verdict's, its confidence, and
@@ -68,13 +73,49 @@ def run_one(name: str, duration: float, out: Path) -> dict:
     return row
 
 
+def short(remedy: str | None) -> str:
+    return "-" if not remedy else remedy if len(remedy) <= 48 else remedy[:47] + "…"
+
+
+def main_live(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from live_corpus import LIVE, run_live
+
+    rows = []
+    print(f"{'run':>3} {'case':20} {'expected':28} {'got':28} {'first remedy':50} {'conf':>5}")
+    for run in range(1, args.runs + 1):
+        for name in args.case or list(LIVE):
+            row = {"run": run, **run_live(name, args.duration if args.duration != 30.0 else 4.0,
+                                          args.keep / f"run{run}" if args.keep else None)}
+            rows.append(row)
+            exp = f"{row['expected'][0]}/{row['expected'][1]}"
+            if "error" in row:
+                print(f"{run:>3} {name:20} {exp:28} ERROR: {row['error'].strip().splitlines()[-1:]}")
+                continue
+            own = row["dedicated"]
+            got = f"{row['quadrant']}/{row['layer']}" + (f" (own {own['quadrant']}/{own['layer']})" if own else "")
+            remedy = own["remedy"] if row["starved"] else row["remedy"]
+            print(f"{run:>3} {name:20} {exp:28} {got:28} {short(remedy):50} {row['confidence']:5.2f}  "
+                  f"{('ok (host-starved)' if row['starved'] else 'ok') if row['correct'] else 'WRONG'}", flush=True)
+    right = sum(1 for r in rows if r.get("correct"))
+    print(f"{right}/{len(rows)} correct")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if right == len(rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--live", action="store_true", help="the live corpus (benchmarks/live_corpus.py)")
+    ap.add_argument("--runs", type=int, default=1, help="--live: runs of the whole corpus")
+    ap.add_argument("--case", action="append", help="--live: only these cases")
     ap.add_argument("--scenario", action="append", choices=sorted(EXPECTED))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep each scenario's bundle under this directory")
     args = ap.parse_args(argv)
+    if args.live:
+        return main_live(args)
     rows = []
     print(f"{'scenario':10} {'expected':22} {'got':22} {'conf':>5} {'verdict after':>13} {'stop':>5} "
           f"{'client P99':>10} {'span P99':>9}")

@@ -121,21 +121,20 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     conf, why = confidence(acc, s1, s2, quality, dq, missing, _agrees(accounts, q1))
     starved = _starved(acc, scores, q1, conf, why)
     if starved is not None:
-        own, lead = _reading(_without_core(acc), conf, why, findings, signals, dedicated=True)
+        own, lead = _reading(_without_core(acc), conf, why, findings, signals)
         return replace(starved, headline=f"{starved.headline} On dedicated cores it would read: {own.headline}",
                        remedy=kind_remedy(KINDS["wait.core"], signals),
                        dedicated=OwnReading(own.quadrant, own.layer, own.remedy, lead, own.headline))
     return _reading(acc, conf, why, findings, signals)[0]
 
 
-def _reading(acc: Account, conf: float, why: str, findings: list[Finding], signals: dict[str, Signal],
-             dedicated: bool = False) -> tuple[Verdict, str | None]:
-    """The verdict of one account (no load, or its top quadrant's lead term) and the lead's kind.
-    ``dedicated``: the account without its core waits (capacity judged by the CPU the threads got)."""
+def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
+             signals: dict[str, Signal]) -> tuple[Verdict, str | None]:
+    """The verdict of one account (no load, or its top quadrant's lead term) and the lead's kind."""
     scores = _scores(acc)
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     (q1, s1), (q2, s2) = ranked[0], ranked[1]
-    idle = _no_load(acc, scores, conf, why, signals, dedicated)
+    idle = _no_load(acc, scores, conf, why, signals)
     if idle is not None:
         return idle, "idle.work"
     if s1 <= 0:
@@ -186,8 +185,9 @@ def _starved(acc: Account, scores: dict[Quadrant, float], top: Quadrant, conf: f
     the system, because the host, not the target's code, holds it back."""
     if acc.resource != "threads" or scores[top] <= 0:
         return None
-    core = sum(t.share for t in acc.terms if t.kind == "wait.core")
-    ran = sum(t.share for t in acc.terms if t.kind in ON_CPU)
+    # own and attributed: requests waiting on a worker that waits for a core are held back by the host too
+    core = sum(t.share for t in acc.terms if _core_wait(t.kind))
+    ran = sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] in ON_CPU)
     if core < STARVED_MIN_SHARE or core < STARVED_RATIO * ran:
         return None
     plan = _plan(top, Layer.SYSTEM)
@@ -205,15 +205,19 @@ def _value(signals: dict[str, Signal], name: str) -> float | None:
     return s.value if s is not None else None
 
 
-def _below_capacity(acc: Account, signals: dict[str, Signal], dedicated: bool) -> float | None:
+def _below_capacity(acc: Account, signals: dict[str, Signal]) -> float | None:
     """The busiest thread's CPU demand (% of a core: run + run-queue time, so a thread the host holds
     back is not taken for an idle one) when the service runs clearly below its capacity: that thread
     (the one the others wait on, in a service that funnels requests to one worker or loop) demanded
     under BELOW_CAPACITY_PCT of a core, the process under that share of the host's cores, and the lead
     is work on a CPU, not a wait on a peer, a lock or a core (an IO-bound service is idle CPU too).
-    ``dedicated``: on dedicated cores the demand is the CPU it ran."""
-    util = _value(signals, "cpu.max_thread_util_pct")
-    busiest = util if dedicated else _value(signals, "cpu.max_thread_demand_pct") or util
+    Demand, on dedicated cores too: a thread always runnable that got 39% of a core (a training loop
+    on a starved host) would run 100% of one there. Unknown process readings (workers in child
+    processes the thread readings do not cover) judge nothing."""
+    util, children = _value(signals, "cpu.max_thread_util_pct"), _value(signals, "cpu.children_util_pct")
+    if util is None or (children is not None and children >= BELOW_CAPACITY_PCT):
+        return None
+    busiest = _value(signals, "cpu.max_thread_demand_pct") or util
     cores = _value(signals, "cpu.cores_util_pct")
     if busiest is None or busiest >= BELOW_CAPACITY_PCT or (cores is not None and cores >= BELOW_CAPACITY_PCT):
         return None
@@ -225,15 +229,17 @@ def _below_capacity(acc: Account, signals: dict[str, Signal], dedicated: bool) -
 
 
 def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str,
-             signals: dict[str, Signal], dedicated: bool = False) -> Verdict | None:
+             signals: dict[str, Signal]) -> Verdict | None:
     """No load: the threads mostly waited for work, or waiting for work holds more of the time than
     any quadrant (idle competes), or the service runs clearly below its capacity; with its headroom."""
     if acc.resource != "threads":
         return None
     idle = acc.shares().get(Quadrant.NO_LOAD, 0.0)
     busiest = _value(signals, "cpu.max_thread_util_pct")
-    saturated = busiest is not None and busiest >= SATURATED_PCT
-    below = _below_capacity(acc, signals, dedicated)
+    # demand (run + run-queue): a loop the host holds back in the run queue is busy, not idle
+    demand = max(busiest or 0.0, _value(signals, "cpu.max_thread_demand_pct") or 0.0)
+    saturated = demand >= SATURATED_PCT
+    below = _below_capacity(acc, signals)
     if not (idle >= NO_LOAD_MIN_SHARE or (idle > 0 and idle >= max(scores.values()) and not saturated)
             or below is not None):
         return None

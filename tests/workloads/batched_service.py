@@ -14,6 +14,7 @@ import http.client
 import os
 import queue
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -38,6 +39,7 @@ args = p.parse_args()
 def client(port: int) -> None:
     """Open-loop arrivals over ``--clients`` keep-alive connections, until --max-s."""
     deadline = time.monotonic() + args.max_s
+    parent = os.getppid()
     rate = args.load_qps / args.clients
 
     def one(seed: int) -> None:
@@ -51,6 +53,8 @@ def client(port: int) -> None:
                 conn.request("GET", "/predict")
                 conn.getresponse().read()
             except OSError:
+                if os.getppid() != parent:  # the service is gone: so is its client
+                    return
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
@@ -129,6 +133,7 @@ loader = None
 if args.load_qps > 0:
     loader = subprocess.Popen([sys.executable, __file__, "--client", str(port), "--max-s", f"{args.max_s:g}",
                                "--load-qps", f"{args.load_qps:g}", "--clients", str(args.clients)])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the finally below stops the client too
 print(f"READY {port}", flush=True)
 try:
     time.sleep(args.max_s)

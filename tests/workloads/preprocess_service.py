@@ -1,0 +1,105 @@
+"""A threaded image service that pre-processes in its request threads: each GET /predict decodes a
+JPEG with Pillow, resizes and normalises it, then runs a small numpy model on the result (the
+pre-processing case: the request handlers' Pillow work before the model holds the CPU).
+
+Prints "READY <port>". ``--clients N``: also starts its own closed-loop client process with N
+keep-alive connections, so a capture needs no driver (another process, never sampled with the
+target). Bounded: exits after --max-s seconds (the client with it).
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 - after the thread-count variables, which numpy reads at import
+from PIL import Image, ImageFilter  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--max-s", type=float, default=90.0)
+p.add_argument("--clients", type=int, default=0)
+p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
+args = p.parse_args()
+
+
+def client(port: int, n: int) -> None:
+    deadline = time.monotonic() + args.max_s
+    parent = os.getppid()
+
+    def one() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while time.monotonic() < deadline:
+            try:
+                conn.request("GET", "/predict")
+                conn.getresponse().read()
+            except OSError:
+                if os.getppid() != parent:  # the service is gone: so is its client
+                    return
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+if args.client:
+    client(args.client, args.clients)
+    sys.exit(0)
+
+rng = np.random.default_rng(0)
+_buf = io.BytesIO()
+Image.fromarray(rng.integers(0, 255, (480, 640, 3), dtype=np.uint8)).save(_buf, "JPEG", quality=90)
+JPEG = _buf.getvalue()
+W = rng.random((3 * 64 * 64, 16)).astype(np.float32)
+
+
+def preprocess() -> np.ndarray:
+    img = Image.open(io.BytesIO(JPEG)).convert("RGB")
+    img = img.resize((320, 240), Image.BILINEAR).filter(ImageFilter.GaussianBlur(1)).resize((64, 64))
+    return (np.asarray(img, np.float32) / 255.0).reshape(1, -1)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        y = preprocess() @ W
+        body = f"{int(y.argmax())}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a: object) -> None:
+        return
+
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+srv.daemon_threads = True
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+port = srv.server_address[1]
+loader = None
+if args.clients > 0:
+    loader = subprocess.Popen([sys.executable, __file__, "--client", str(port), "--max-s", f"{args.max_s:g}",
+                               "--clients", str(args.clients)])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the finally below stops the client too
+print(f"READY {port}", flush=True)
+try:
+    time.sleep(args.max_s)
+finally:
+    if loader is not None:
+        loader.kill()
+        loader.wait()

@@ -34,7 +34,7 @@ class HistogramDetail(msgspec.Struct, frozen=True):
     p99_s: float | None
     metric: str
     buckets: int
-    above_top_bucket: bool
+    above_top_bucket: bool = False
 
 
 class ServingDetails(msgspec.Struct, frozen=True, kw_only=True):

@@ -94,8 +94,7 @@ def serving_details(sm: ServingMetrics) -> ServingDetails:
         window_s=round(sm.window_s, 3),
         gauges={k: GaugeDetail(g.mean, g.max, g.metric) for k, g in sm.gauges.items()},
         rates={k: RateDetail(r.increase, r.per_s, r.resets, r.metric) for k, r in sm.rates.items()},
-        histograms={k: HistogramDetail(h.count, h.mean_s, h.p50_s, h.p99_s, h.metric, h.buckets, h.above_top_bucket)
-                    for k, h in sm.histograms.items()},
+        histograms=dict(sm.histograms),
         queue_share_pct=(queue_share(sm) or (None,))[0],
         errors=list(sm.errors[:5]), scrape_errors=len(sm.errors), garbage_lines=sm.garbage_lines,
         garbage_examples=list(sm.garbage_examples), dropped=sm.dropped, definitions=DEFINITIONS)

@@ -35,6 +35,7 @@ from diagnose.bundle.records.serving import (
     serving_records,
 )
 from diagnose.catalogs.serving_fields import METRICS, TABLE, Combine, Engine, Kind, ServingMetric
+from diagnose.results.serving import HistogramDetail
 
 QUANTILES = (0.5, 0.99)
 # The probe's scrape comes a little before the source record; anything much earlier is not this capture's.
@@ -62,18 +63,8 @@ class RateStat:
     metric: str
 
 
-@dataclass(frozen=True)
-class QuantileStat:
-    """Observations in the window and their mean, P50 and P99 (seconds). The quantiles are
-    bucket-interpolated (``above_top_bucket``: the rank fell in the +Inf bucket)."""
-
-    count: float
-    mean_s: float | None
-    p50_s: float | None
-    p99_s: float | None
-    metric: str
-    buckets: int
-    above_top_bucket: bool = False
+# a histogram's window statistics: the findings' type itself (diagnose/results/serving.py)
+QuantileStat = HistogramDetail
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from diagnose.results.details import Details, scalar
+from diagnose.results.gain import BusiestThread, PredictedGain
 from diagnose.results.quality import DataQuality
 
 if TYPE_CHECKING:
@@ -181,6 +182,7 @@ class Account:
     notes: tuple[str, ...] = ()
     source: str = ""  # where every term's evidence comes from (collectors, fields)
     observations: int | None = None  # GPU events or requests behind it (thread-time: py-spy samples)
+    busiest: BusiestThread | None = None  # thread-time: the busiest thread's own time by kind
 
     @property
     def not_attributed(self) -> float:
@@ -200,7 +202,8 @@ class Account:
         return {"resource": self.resource, "title": self.title, "unit": self.unit, "source": self.source,
                 "total_s": round(self.total_s, 4), "terms": [t.to_json() for t in self.terms],
                 "not_attributed": round(self.not_attributed, 4), "notes": list(self.notes),
-                "observations": self.observations}
+                "observations": self.observations,
+                **({"busiest": msgspec.to_builtins(self.busiest)} if self.busiest is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,8 @@ class Verdict:
     confidence_reason: str = ""
     remedy: str | None = None  # the first thing to try: the lead term's kind's (diagnose/verdict/remedy.py)
     dedicated: OwnReading | None = None  # a starved host: the target's own reading on dedicated cores
+    # what each remedy should gain in this capture, the first remedy's first (diagnose/verdict/gain.py)
+    gains: tuple[PredictedGain, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -249,6 +254,7 @@ class Verdict:
             "confidence_reason": self.confidence_reason,
             "remedy": self.remedy,
             "dedicated": self.dedicated.to_json() if self.dedicated else None,
+            "gains": [msgspec.to_builtins(g) for g in self.gains],
         }
 
 

@@ -8,6 +8,7 @@ from reading the bundle through the signal sources.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import replace
 
 from diagnose.account.attribution import BIN_NS, attribute, included
@@ -16,6 +17,7 @@ from diagnose.account.kinds import KINDS, UNBATCHED, TermKind
 from diagnose.account.pieces import Piece, segment_pieces
 from diagnose.bundle import Bundle
 from diagnose.model import Account, AccountTerm, Layer, Signal
+from diagnose.results.gain import BusiestThread
 from diagnose.signals.thread_time import profiler_holds
 from diagnose.signals.threads import bundle_thread_usage
 
@@ -146,7 +148,27 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
     if left_out:
         notes.append(f"{left_out} thread(s) that only waited for work (listeners, idle pools) left out")
     return Account("threads", "sampled thread-time of the target", "thread-s", total, tuple(terms), tuple(notes),
-                   SRC)
+                   SRC, busiest=_busiest(kept, {k: v.kind for k, v in kinds.items()}))
+
+
+def _busiest(pieces: list[Piece], renamed: dict[str, str]) -> BusiestThread | None:
+    """The thread with the most sampled time off waiting for work, and its own time by kind (a wait
+    on another thread under its wait's name: ``handoff``, ``lock``, ``await``; ``renamed``: kinds the
+    account names otherwise, as _model_kinds says)."""
+    work: dict[int, float] = defaultdict(float)
+    for p in pieces:
+        if p.kind != "idle.work":
+            work[p.tid] += p.end_ns - p.start_ns
+    if not work:
+        return None
+    tid = max(work, key=work.__getitem__)
+    kinds: dict[str, float] = defaultdict(float)
+    for p in pieces:
+        if p.tid == tid:
+            kinds[renamed.get(p.kind, p.kind)] += p.end_ns - p.start_ns
+    total = sum(kinds.values())
+    return BusiestThread(tid=tid, sampled_s=round(total / 1e9, 4),
+                         kinds={k: round(v / total, 4) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])})
 
 
 def _term(k: TermKind, kind: str, label: str, s: float, total: float, evidence: str) -> AccountTerm:

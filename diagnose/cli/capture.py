@@ -191,23 +191,31 @@ def _scenario_names() -> list[str]:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which the bundle directory is created.")
 @click.option("--no-tui", is_flag=True, help="Headless: no live progress line.")
-def demo(duration: float, scenario: str, qps: float | None, out: Path, no_tui: bool) -> None:
+@click.option("--remedy", is_flag=True, help="Apply the scenario's first remedy (service, unbatched, io, bandwidth): "
+              "the same load against the fixed service; `diagnose compare PLAIN FIXED --change ...` checks the "
+              "plain run's predicted gain.")
+def demo(duration: float, scenario: str, qps: float | None, out: Path, no_tui: bool, remedy: bool) -> None:
     """Start the bundled demo service (a torch model behind aiohttp, under the agent) with an
     open-loop load, diagnose it, stop both as the capture ends. Needs the demo extra."""
     from diagnose.demo.report import load_line
     from diagnose.demo.runner import DemoError, running_demo
+    from diagnose.demo.scenarios import REMEDIES
 
     check_out_dir(out)
+    if remedy and scenario not in REMEDIES:
+        raise fail(f"scenario {scenario} has no --remedy: give one of {', '.join(sorted(REMEDIES))}")
     from diagnose.capture.stop import restore_signal_handlers
 
     restore_signal_handlers()  # SIGTERM while the demo starts must still stop its children
     try:
-        with running_demo(scenario, qps) as run:
-            click.echo(f"demo scenario {scenario}: service pid {run.pid} on {run.url} (agent preloaded), "
+        with running_demo(scenario, qps, remedy) as run:
+            fixed = f" with its remedy ({REMEDIES[scenario][0]})" if remedy else ""
+            click.echo(f"demo scenario {scenario}{fixed}: service pid {run.pid} on {run.url} (agent preloaded), "
                        "open-loop load running")
             attached: list[Any] = []
             code = run_capture(run.pid, duration, out, no_tui=no_tui, torch_window=min(10.0, duration),
-                               command=["diagnose", "demo", "--scenario", scenario, "--duration", f"{duration:g}"],
+                               command=["diagnose", "demo", "--scenario", scenario, "--duration", f"{duration:g}",
+                                        *(["--remedy"] if remedy else [])],
                                on_captured=run.stop, on_report=attached.append)
             run.stop()
             click.echo(load_line(run, attached[0].report if attached else None))

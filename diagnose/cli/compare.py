@@ -22,7 +22,9 @@ from diagnose.render.units import printable
               help="Write to this file (mode 0600) instead of stdout.")
 @click.option("--record", "record_file", type=click.Path(dir_okay=False, path_type=Path), metavar="PERF.md",
               help="Append this comparison to the service's performance file (created with BASE as baseline).")
-@click.option("--change", metavar="TEXT", help="With --record: what changed between BASE and NEW.")
+@click.option("--change", metavar="TEXT", help="What changed between BASE and NEW, e.g. the remedy applied: the "
+              "comparison then checks BASE's predicted gain for the remedy it names (else BASE's first) against "
+              "what NEW measured; --record keeps both.")
 @click.option("--noise-floor", "noise_floor", type=click.FloatRange(0.0, 1000.0), metavar="PCT",
               help="Least change in latency or QPS that counts, % of the base value (default 30% for P50 and "
               "QPS, 40% for P90 and up: the run-to-run noise of a shared 2-core VM). Measure your host's: "
@@ -33,6 +35,7 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
     only beyond the run-to-run noise the bundles show, findings that appeared or disappeared."""
     from diagnose.compare.diff import compare as make_comparison
     from diagnose.compare.document import comparison_json, comparison_markdown
+    from diagnose.compare.gain_check import check_gain
     from diagnose.compare.gate import GateError, evaluate, parse_fail_on
     from diagnose.compare.perf_file import PerfFileError, read_state, record, render, service_name
 
@@ -44,7 +47,8 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
     rb, rn = open_report(base, {}), open_report(new, {})
     comp = make_comparison(rb, rn, noise_floor / 100 if noise_floor is not None else None)
     gate = evaluate(conditions, comp)
-    body = (comparison_json if fmt == "json" else comparison_markdown)(comp, gate)
+    gain = check_gain(rb, rn, comp, change) if change is not None else None
+    body = (comparison_json if fmt == "json" else comparison_markdown)(comp, gate, gain)
     if output is None:
         click.echo(body, nl=False)
     else:
@@ -57,7 +61,7 @@ def compare(base: Path, new: Path, fail_on: str | None, fmt: str, output: Path |
             click.echo(printable(f"diagnose: warning: NEW's target ({service_name(rn)}) is not this file's "
                                  f"service ({service}); recorded anyway"), err=True)
         write_doc(record_file, render(record(state, rb, rn, comp, change,
-                                              any(g.failed for g in gate) if gate else None)))
+                                              any(g.failed for g in gate) if gate else None, gain)))
         click.echo(f"recorded in {record_file}", err=True)
     if any(g.failed for g in gate):
         for g in gate:

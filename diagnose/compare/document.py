@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from diagnose.compare.diff import Comparison, MetricDelta
+from diagnose.compare.gain_check import GainCheck
 from diagnose.compare.gate import GateResult
 from diagnose.render.markdown.gfm import code, text
 from diagnose.render.markdown.gfm import table as _table
@@ -49,7 +50,29 @@ def _unmeasured(c: Comparison) -> list[str]:
             "under `diagnose run`, or send OTLP spans): a change in them cannot be seen here.", ""]
 
 
-def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "-"
+
+
+def gain_markdown(g: GainCheck) -> list[str]:
+    """The predicted-vs-measured section: the remedy, BASE's band, what NEW measured, the outcome."""
+    out = ["## Predicted vs measured gain", "", f"Change: {text(g.change or '(not described)')}.", ""]
+    p = g.predicted
+    if p is None:
+        return out + [f"Cannot tell: {text(g.why)}.", ""]
+    band = g.band
+    pred = f"{band.low:.2f}x-{band.high:.2f}x" if band else "none"
+    noise = f" ±{g.noise:.0%}" if g.noise is not None else ""
+    out += _table(["", ""], [
+        ["remedy", f"{text(p.remedy)} ({text(g.chosen)})"],
+        ["predicted " + (g.metric or "gain"), f"{pred} ({p.method}: {text(p.assumption)})"],
+        ["measured", f"{_x(g.measured)}{noise} ({text(g.basis)})" if g.measured is not None else "-"],
+        ["QPS, P50, P99 (NEW / BASE)", f"{_x(g.qps_x)}, {_x(g.p50_x)}, {_x(g.p99_x)}"],
+        ["outcome", f"{g.outcome}: {text(g.why)}"]])
+    return out
+
+
+def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = (), gain: GainCheck | None = None) -> str:
     out = [f"# {text(_title(c, gate))} (compare): {text(c.base.verdict)} → {text(c.new.verdict)}", ""]
     out += _unmeasured(c)
     if c.verdict_changed:
@@ -73,6 +96,8 @@ def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str
         [m.label, fmt_value(m.base, m.unit), fmt_value(m.new, m.unit), _delta(m),
          {True: "yes", False: "no", None: "unknown"}[m.significant], _noise(m), MARK[m.direction]]
         for m in c.metrics] or [["no metric measured in either capture", "", "", "", "", "", ""]])
+    if gain is not None:
+        out += gain_markdown(gain)
     changed = [f for f in c.findings if f.change != "kept"]
     out += ["## Findings", ""]
     out += ([f"- **{f.change}**: {text(f.title)} ({code(f.rule_id)}, {f.severity})" for f in changed]
@@ -85,8 +110,10 @@ def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str
     return "\n".join(out).rstrip() + "\n"
 
 
-def comparison_json(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
+def comparison_json(c: Comparison, gate: tuple[GateResult, ...] = (), gain: GainCheck | None = None) -> str:
     doc = c.to_json()
+    if gain is not None:
+        doc["gain_check"] = gain.to_json()
     if gate:
         doc["gate"] = {"failed": any(g.failed for g in gate), "unjudged": any(g.unjudged for g in gate),
                        "conditions": [{"condition": str(g.condition), "failed": g.failed, "unjudged": g.unjudged,
@@ -94,4 +121,4 @@ def comparison_json(c: Comparison, gate: tuple[GateResult, ...] = ()) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
-__all__ = ["comparison_json", "comparison_markdown"]
+__all__ = ["comparison_json", "comparison_markdown", "gain_markdown"]

@@ -27,6 +27,7 @@ import msgspec
 from msgspec import Struct
 
 from diagnose.compare.diff import Comparison
+from diagnose.compare.gain_check import GainCheck
 from diagnose.compare.metrics import METRICS
 from diagnose.model import Report
 from diagnose.render.markdown.gfm import cell, code, text
@@ -79,6 +80,34 @@ class Delta(Struct, frozen=True, kw_only=True):
     direction: str = "unknown"  # worse, better, neutral, within noise, too few, unknown
 
 
+class GainRow(Struct, frozen=True, kw_only=True):
+    """A comparison's predicted gain (BASE's, for the remedy the change names) and the measured one
+    (diagnose/compare/gain_check.py): ratios NEW/BASE of ``metric`` (throughput or p50)."""
+
+    remedy: str = ""
+    metric: str | None = None
+    predicted_low: Number | None = None
+    predicted_high: Number | None = None
+    measured: Number | None = None
+    noise: Number | None = None  # relative noise band of the measured ratio
+    outcome: str = "cannot tell"  # held, beat, fell short, cannot tell
+
+    def cell(self) -> str:
+        lo, hi, m = _finite(self.predicted_low), _finite(self.predicted_high), _finite(self.measured)
+        pred = f"{lo:.2f}-{hi:.2f}x" if lo is not None and hi is not None else "-"
+        got = f"{m:.2f}x" if m is not None else "-"
+        return f"{self.metric or 'gain'}: predicted {pred}, measured {got} ({self.outcome})"
+
+
+def gain_row(g: GainCheck | None) -> GainRow | None:
+    if g is None:
+        return None
+    band = g.band
+    return GainRow(remedy=(g.predicted.remedy if g.predicted else "")[:MAX_CHANGE], metric=g.metric,
+                   predicted_low=band.low if band else None, predicted_high=band.high if band else None,
+                   measured=g.measured, noise=g.noise, outcome=g.outcome)
+
+
 class HistoryRow(Struct, frozen=True, kw_only=True):
     """One row of the history: a baseline set, or a comparison recorded against the capture
     ``against`` (the BASE of ``compare BASE NEW``; None in baseline rows, which leave it out)."""
@@ -91,11 +120,13 @@ class HistoryRow(Struct, frozen=True, kw_only=True):
     deltas: dict[str, Delta] = {}  # by HISTORY_KEYS
     gate: Literal["pass", "fail"] | None = None  # None: no --fail-on
     findings: list[str] = []  # "appeared: TITLE (rule id)", "disappeared: ..."
+    gain: GainRow | None = None  # the change's predicted gain against the measured one (compare --change)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = msgspec.to_builtins(self)
-        if self.against is None:
-            del out["against"]
+        for key in ("against", "gain"):  # absent in baseline rows / comparisons without --change
+            if out[key] is None:
+                del out[key]
         return out
 
 
@@ -187,7 +218,7 @@ def set_baseline(state: PerfState | None, r: Report, service: str | None) -> Per
 
 
 def record(state: PerfState | None, base: Report, new: Report, comp: Comparison, change: str | None,
-           gate_failed: bool | None) -> PerfState:
+           gate_failed: bool | None, gain: GainCheck | None = None) -> PerfState:
     """Append ``comp`` as a history row (the file starts with ``base`` as its baseline)."""
     st = state or set_baseline(None, base, None)
     snap = snapshot(new)
@@ -200,7 +231,7 @@ def record(state: PerfState | None, base: Report, new: Report, comp: Comparison,
                      bundle=snap.bundle, against=snapshot(base).captured, verdict=_verdict(snap), deltas=deltas,
                      gate=None if gate_failed is None else ("fail" if gate_failed else "pass"),
                      findings=list(dict.fromkeys(f"{f.change}: {f.title} ({f.rule_id})" for f in comp.findings
-                                                 if f.change != "kept")))
+                                                 if f.change != "kept")), gain=gain_row(gain))
     history = tuple(sorted([*st.history, row], key=lambda h: h.captured))[-MAX_HISTORY:]
     # the current bottleneck is the newest capture on record, whichever order they were compared in
     return PerfState(st.service, st.baseline, _newest(snap, st.current), history)
@@ -265,7 +296,8 @@ def _json_safe(v: Any) -> Any:
 def _history_row(h: HistoryRow) -> str:
     cells = [cell(h.captured), cell(h.against or "-"), cell(h.change), cell(h.verdict)]
     cells += [_delta_cell(h.deltas.get(k)) for k in HISTORY_KEYS]
-    cells += [cell(h.gate or "-"), cell("; ".join(h.findings) if h.findings else "-")]
+    cells += [cell(h.gain.cell() if h.gain else "-"), cell(h.gate or "-"),
+              cell("; ".join(h.findings) if h.findings else "-")]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -296,7 +328,7 @@ def _render(state: PerfState) -> str:
         out += ["## Baseline", "", f"Captured {text(base.captured)}, bundle {code(base.bundle)}; "
                 f"verdict {text(_verdict(base))}.", ""] + _metric_rows(base)
     out += ["## History", "", "| captured | against | change | verdict | " + " | ".join(HISTORY_KEYS)
-            + " | gate | findings |", "|" + "---|" * (len(HISTORY_KEYS) + 6)]
+            + " | predicted vs measured | gate | findings |", "|" + "---|" * (len(HISTORY_KEYS) + 7)]
     out += [_history_row(h) for h in sorted(state.history, key=lambda h: h.captured)]
     out += ["", "In capture time order; each row's changes are against the capture it was compared with (the "
             "BASE of `compare BASE NEW`, captured at \"against\"); \"-\": not measured in both (latency and QPS "
@@ -306,5 +338,5 @@ def _render(state: PerfState) -> str:
     return "\n".join(out) + f"\n\n{MARKER} v{VERSION}\n{blob}\n-->\n"
 
 
-__all__ = ["Delta", "HistoryRow", "KeyMetric", "PerfFileError", "PerfState", "Snapshot", "read_state", "record",
-           "render", "set_baseline", "snapshot"]
+__all__ = ["Delta", "GainRow", "HistoryRow", "KeyMetric", "PerfFileError", "PerfState", "Snapshot", "read_state",
+           "record", "render", "set_baseline", "snapshot"]

@@ -79,8 +79,9 @@ class Streamer:
     """A state tensor of ``mib`` MiB (float32) updated per batch: state += scale * delta, then copied
     out. Per element: two reads, two writes, two FLOPs — memory bandwidth, not arithmetic, limits it."""
 
-    def __init__(self, mib: int = 64, seed: int = 0):
+    def __init__(self, mib: int = 64, seed: int = 0, fused: bool = False):
         g = torch.Generator().manual_seed(seed)
+        self.fused = fused  # read the state in place: no copy out (three accesses per element, not five)
         n = mib * (1 << 20) // 4
         self.state = torch.rand(n, generator=g)
         self.delta = torch.rand(n, generator=g)
@@ -89,6 +90,8 @@ class Streamer:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x: [rows, d] float32 -> [rows] float32 (each row's mean plus a checksum of the state)."""
         self.state.add_(self.delta, alpha=1e-6)
+        if self.fused:
+            return x.mean(dim=1) + self.state[:1]
         self.out.copy_(self.state)
         return x.mean(dim=1) + self.out[:1]
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from diagnose.demo.scenarios import SCENARIOS
+from diagnose.demo.scenarios import REMEDIES, SCENARIOS, remedied
 
 STARTUP_TIMEOUT_S = 60.0
 WARMUP_S = 1.5
@@ -122,12 +122,15 @@ def _check_dependencies() -> None:
 
 
 @contextmanager
-def running_demo(scenario: str, qps: float | None = None) -> Iterator[DemoRun]:
-    """Start ``scenario`` (diagnose/demo/scenarios.py); stop every child on the way out. Raises
-    DemoError when a part cannot start (the demo extra not installed, a child that exits)."""
+def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) -> Iterator[DemoRun]:
+    """Start ``scenario`` (diagnose/demo/scenarios.py), with its first remedy applied when ``remedy``
+    (the same load); stop every child on the way out. Raises DemoError when a part cannot start (the
+    demo extra not installed, a child that exits) or the scenario has no remedy."""
     from diagnose.agent.host.run import agent_env
 
-    sc = SCENARIOS[scenario]
+    if remedy and scenario not in REMEDIES:
+        raise DemoError(f"scenario {scenario} has no --remedy: give one of {', '.join(sorted(REMEDIES))}")
+    sc = remedied(SCENARIOS[scenario]) if remedy else SCENARIOS[scenario]
     _check_dependencies()
     errlog = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and block a child
     py = sys.executable
@@ -135,11 +138,13 @@ def running_demo(scenario: str, qps: float | None = None) -> Iterator[DemoRun]:
     try:
         extra: list[str] = []
         if sc.upstream:
-            up = subprocess.Popen([py, "-m", "diagnose.demo.upstream", "--port", "0"], stdout=subprocess.PIPE,
+            up = subprocess.Popen([py, "-m", "diagnose.demo.upstream", "--port", "0",
+                                   "--latency-ms", f"{sc.upstream_latency_ms:g}"], stdout=subprocess.PIPE,
                                   stderr=errlog, text=True, env=_env(1))
             run.children.append(up)
             extra = ["--upstream", f"http://127.0.0.1:{_read_port(up, errlog, 'upstream')}/lookup"]
-        service = subprocess.Popen([py, "-m", "diagnose.demo.server", "--scenario", sc.name, "--port", "0", *extra],
+        service = subprocess.Popen([py, "-m", "diagnose.demo.server", "--scenario", sc.name, "--port", "0", *extra,
+                                    *(["--remedy"] if remedy else [])],
                                    stdout=subprocess.PIPE, stderr=errlog, text=True,
                                    env=agent_env(_env(sc.torch_threads)))
         run.children.append(service)

@@ -7,7 +7,7 @@ benchmark, benchmarks/accuracy.py, holds the expected answers).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class Scenario:
     max_batch: int  # the model worker batches up to this many queued requests
     upstream: bool = False  # each request calls the slow local upstream service
     stream: bool = False  # the response is streamed token by token (LLM)
+    serializer: str = "json"  # json (the standard library) or orjson, for the response body
+    upstream_latency_ms: float = 15.0  # io: the slow upstream's own latency (diagnose/demo/upstream.py)
+    fused_state: bool = False  # bandwidth: the state updated in place, no copy out (fewer bytes per item)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -36,8 +39,21 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("llm", "a small causal LM (random weights) generating token by token with a KV cache, "
              "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 4, 8, 1, 1, stream=True),
     Scenario("healthy", "well batched, fast serialization, offered well below capacity: nothing dominates",
-             15, 8, 1, 16),
+             15, 8, 1, 16, serializer="orjson"),
 )}
+# ``diagnose demo --remedy``: the scenario with its first remedy applied (the same load), what it changes.
+REMEDIES: dict[str, tuple[str, dict[str, object]]] = {
+    "service": ("serialize the responses with orjson instead of json", {"serializer": "orjson"}),
+    "unbatched": ("dynamic batching: the model worker batches up to 16 queued requests", {"max_batch": 16}),
+    "io": ("fix the slow peer: the upstream answers in 5 ms instead of 15", {"upstream_latency_ms": 5.0}),
+    "bandwidth": ("fuse the state update: update in place and read it there, no copy out", {"fused_state": True}),
+}
+
+
+def remedied(sc: Scenario) -> Scenario:
+    """The scenario with its first remedy applied. Raises KeyError for a scenario without one."""
+    return replace(sc, **REMEDIES[sc.name][1])  # type: ignore[arg-type]
+
 DEFAULT_SCENARIO = "service"
 
-__all__ = ["DEFAULT_SCENARIO", "SCENARIOS", "Scenario"]
+__all__ = ["DEFAULT_SCENARIO", "REMEDIES", "SCENARIOS", "Scenario", "remedied"]

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from diagnose.demo.model import VOCAB, Mlp, Streamer, TinyCausalLM, tokenize
-from diagnose.demo.scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario
+from diagnose.demo.scenarios import DEFAULT_SCENARIO, REMEDIES, SCENARIOS, Scenario, remedied
 from diagnose.demo.worker import Job, ModelWorker
 
 SHUTDOWN_S = 0.5
@@ -60,7 +60,7 @@ class Service:
             lm = TinyCausalLM().eval()
             return lambda jobs: [_generate(lm, *j) for j in jobs]
         if name == "bandwidth":
-            st = Streamer(64)
+            st = Streamer(64, fused=self.sc.fused_state)
             return _rows_fn(lambda x: st(x).unsqueeze(1))
         mlp = {"service": lambda: Mlp(256, 128, 10), "compute": lambda: Mlp(1024, 2048, 1024, depth=2),
                "unbatched": lambda: Mlp(1024, 4096, 10, depth=2), "io": lambda: Mlp(256, 128, 10),
@@ -108,14 +108,12 @@ class Service:
         out = await job.future
         self._stage_spans(job)
         with self.tracer.start_as_current_span("serialize") as sp:
+            dumps = orjson.dumps if sc.serializer == "orjson" else (lambda o: json.dumps(o).encode())
             if sc.name == "service":  # a verbose API answer: every token echoed with its piece and offset
-                data = json.dumps({"outputs": out[:, :10].tolist(), "embeddings": out[:, 10:].tolist(),
-                                   "tokens": [{"id": t, "piece": PIECES[t], "index": i} for i, t in enumerate(ids)]
-                                   }).encode()
-            elif sc.name == "healthy":
-                data = orjson.dumps({"outputs": out[:, :10].argmax(dim=1).tolist()})
+                data = dumps({"outputs": out[:, :10].tolist(), "embeddings": out[:, 10:].tolist(),
+                              "tokens": [{"id": t, "piece": PIECES[t], "index": i} for i, t in enumerate(ids)]})
             else:
-                data = json.dumps({"outputs": out[:, :10].argmax(dim=1).tolist()}).encode()
+                data = dumps({"outputs": out[:, :10].argmax(dim=1).tolist()})
             sp.set_attribute("response.bytes", len(data))
         root.set_attribute("request.rows", rows)
         return web.Response(body=data, content_type="application/json")
@@ -235,8 +233,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--upstream", help="the slow upstream's URL (io scenario)")
+    ap.add_argument("--remedy", action="store_true", help="apply the scenario's first remedy (scenarios.py REMEDIES)")
     args = ap.parse_args(argv)
     sc = SCENARIOS[args.scenario]
+    if args.remedy:
+        if sc.name not in REMEDIES:
+            ap.error(f"scenario {sc.name} has no --remedy; those with one: {', '.join(sorted(REMEDIES))}")
+        sc = remedied(sc)
     if sc.upstream and not args.upstream:
         ap.error(f"scenario {sc.name} needs --upstream URL (python -m diagnose.demo.upstream prints one)")
     asyncio.run(serve(sc, args.host, args.port, args.upstream))

@@ -1,5 +1,6 @@
-"""The JSON Schema of findings.json, generated: ``data_quality`` and ``details`` from their msgspec types
-(diagnose/results/quality.py DataQuality, diagnose/results/details.py Details: ``msgspec.json.schema_components``),
+"""The JSON Schema of findings.json, generated: ``data_quality``, ``details``, the verdict's ``gains`` and
+an account's ``busiest`` thread from their msgspec types (diagnose/results/quality.py DataQuality,
+diagnose/results/details.py Details, diagnose/results/gain.py: ``msgspec.json.schema_components``),
 the rest of the document (``CORE``: the capture's identity and the verdict, findings, signals, account,
 threads and stacks of diagnose/model.py, which encode themselves with ``to_json``) written here once.
 
@@ -18,6 +19,7 @@ import msgspec
 
 from diagnose.render.findings_json import FINDINGS_SCHEMA_VERSION, SCHEMA_FILE
 from diagnose.results.details import Details
+from diagnose.results.gain import BusiestThread, PredictedGain
 from diagnose.results.quality import DataQuality
 
 SHIPPED = Path(__file__).with_name(SCHEMA_FILE)
@@ -267,13 +269,16 @@ def findings_schema_document() -> dict[str, Any]:
     """The whole schema: CORE with ``data_quality`` and ``details`` generated from their types; a
     job of several ranks (``details.ranks``, diagnose/ranks/model.py JobAnalysis.to_json) is
     CORE's ``$defs/ranks``."""
-    (dq, details), components = msgspec.json.schema_components((DataQuality, Details), ref_template=REF)
+    (dq, details, gain, busiest), components = msgspec.json.schema_components(
+        (DataQuality, Details, PredictedGain, BusiestThread), ref_template=REF)
     doc: dict[str, Any] = json.loads(json.dumps(CORE))  # a deep copy
     doc["$id"] = f"diagnose/{SCHEMA_FILE}"
     doc["title"] = f"diagnose findings.json, version {FINDINGS_SCHEMA_VERSION}"
     doc["properties"]["findings_schema_version"] = {"const": FINDINGS_SCHEMA_VERSION}
     doc["properties"]["data_quality"] = dq
     doc["properties"]["details"] = details
+    doc["properties"]["verdict"]["properties"]["gains"] = {"type": "array", "items": gain}
+    doc["$defs"]["account"]["properties"]["busiest"] = busiest
     ranks = components["Details"]["properties"]["ranks"]
     components["Details"]["properties"]["ranks"] = {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/ranks"}],
                                                     "default": ranks.get("default")}

@@ -1,6 +1,8 @@
 """analyze(Bundle) -> Analysis: signals -> rules -> findings -> verdict. Pure apart from reading the bundle."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgspec
 
 from diagnose.account import build_accounts
@@ -13,6 +15,7 @@ from diagnose.signals.catalog import spec_for
 from diagnose.verdict.account import decide
 from diagnose.verdict.data_quality import warnings
 from diagnose.verdict.evaluate import apply_overrides, evaluate
+from diagnose.verdict.gain import predict_gains
 from diagnose.verdict.llm_phases import with_llm_phases
 from diagnose.verdict.overrides import split_overrides
 from diagnose.verdict.sampling import discount_stack_findings, sampling_factor
@@ -43,9 +46,10 @@ def analyze(bundle: Bundle, overrides: dict[str, float] | None = None,
     accounts = build_accounts(bundle, ex)
     ex.data_quality = msgspec.structs.replace(ex.data_quality, warnings=warnings(ex.data_quality))
     missing = [SOURCE_OF_GAP[g.what] for g in gaps if g.what in SOURCE_OF_GAP]
+    verdict = with_llm_phases(decide(accounts, findings, quality, ex.data_quality, missing, ex.signals),
+                              ex.details.llm)
     return Analysis(
-        verdict=with_llm_phases(decide(accounts, findings, quality, ex.data_quality, missing, ex.signals),
-                                ex.details.llm),
+        verdict=replace(verdict, gains=predict_gains(verdict, accounts, ex.signals, ex.threads)),
         accounts=accounts,
         findings=tuple(findings),
         signals=ex.signals,

@@ -13,6 +13,7 @@ from traced_service import capture_together
 from diagnose.cli import EXIT_REGRESSION, EXIT_USAGE, main
 from diagnose.compare import noise
 from diagnose.compare.diff import compare
+from diagnose.compare.gain_check import check_gain
 from diagnose.compare.gate import GateError, evaluate, parse_fail_on
 from diagnose.compare.perf_file import MARKER, read_state
 from diagnose.pipeline import analyse
@@ -227,3 +228,29 @@ def test_a_performance_file_diagnose_writes_is_one_it_reads_again(tmp_path):
     path = tmp_path / "p.md"
     path.write_text(render(PerfState("svc", snap, snap, rows)))
     assert path.stat().st_size <= MAX_BYTES and read_state(path).history[-1] == rows[-1]
+
+
+def test_compare_checks_the_predicted_gain_of_the_change(reports, captures):
+    """BASE (the slower service: 25x the model work) predicts a throughput gain for a cheaper model
+    from its model stage's share; NEW (the base service) measured it: the check judges the QPS ratio
+    against the band with the comparison's own noise, and says why where it left the band."""
+    _, _, slower = reports
+    base = reports[0]
+    comp = compare(slower, base)
+    g = check_gain(slower, base, comp, "a cheaper model: 25x fewer hashing rounds")
+    p = g.predicted
+    assert p is not None and p.term == "stage.model" and g.metric == "throughput" and p.throughput_x is not None
+    assert g.chosen == "the remedy the change names"
+    assert g.measured == g.qps_x == round(base.analysis.signals["spans.qps"].value
+                                          / slower.analysis.signals["spans.qps"].value, 3)
+    assert g.measured > 1.5 and g.noise == round(comp.metric("qps").band / comp.metric("qps").base, 3)
+    lo, hi = g.measured * (1 - g.noise), g.measured * (1 + g.noise)
+    band = p.throughput_x
+    expected = "held" if hi >= band.low and lo <= band.high else "beat" if lo > band.high else "fell short"
+    assert g.outcome == expected and g.why
+    runner = CliRunner()
+    res = runner.invoke(main, ["compare", str(captures[2]), str(captures[0]), "--change", "a cheaper model"])
+    assert res.exit_code == 0 and "## Predicted vs measured gain" in res.output and expected in res.output
+    doc = json.loads(runner.invoke(main, ["compare", str(captures[2]), str(captures[0]), "--change", "x",
+                                          "--format", "json"]).output)
+    assert doc["gain_check"]["predicted"]["term"] == "stage.model" and doc["gain_check"]["outcome"] == expected

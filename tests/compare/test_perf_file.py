@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from diagnose.compare.perf_file import (
     MARKER,
     Delta,
+    GainRow,
     HistoryRow,
     KeyMetric,
     PerfFileError,
@@ -46,7 +48,21 @@ def test_what_diagnose_writes_reads_back_the_same_and_is_written_again_byte_for_
     doc = json.loads(body.split(f"{MARKER} v1\n")[1].removesuffix("\n-->\n"))
     assert "against" not in doc["history"][0] and doc["history"][1]["against"] == SNAP.captured
     assert '"value": 700,' in body and '"delta": 87,' in body  # an int stays an int
-    assert "| batching on | Compute-bound | - | - | +12.5% | -8.8 pp (noise) | - | pass | appeared: x (r.x) |" in body
+    row = "| batching on | Compute-bound | - | - | +12.5% | -8.8 pp (noise) | - | - | pass | appeared: x (r.x) |"
+    assert row in body
+
+
+def test_a_predicted_gain_is_kept_beside_the_measured_one(tmp_path):
+    row = msgspec.structs.replace(ROWS[1], gain=GainRow(remedy="Dynamic batching", metric="throughput",
+                                                        predicted_low=2.0, predicted_high=4.9, measured=2.57,
+                                                        noise=0.3, outcome="held"))
+    p = tmp_path / "perf.md"
+    body = render(PerfState("svc", SNAP, SNAP, (ROWS[0], row)))
+    p.write_text(body)
+    assert read_state(p).history[1].gain == row.gain and render(read_state(p)) == body
+    assert "| throughput: predicted 2.00-4.90x, measured 2.57x (held) | pass |" in body
+    doc = json.loads(body.split(f"{MARKER} v1\n")[1].removesuffix("\n-->\n"))
+    assert "gain" not in doc["history"][0] and doc["history"][1]["gain"]["outcome"] == "held"
 
 
 def test_an_older_file_without_the_fields_added_since_still_reads(tmp_path):

@@ -1,0 +1,155 @@
+"""Predicted against measured: did the remedy applied between BASE and NEW gain what BASE's analysis
+predicted for it (diagnose/verdict/gain.py)? Pure: reads two Reports and their Comparison.
+
+Throughput is judged where BASE predicted one: the QPS ratio when NEW is still saturated; when NEW
+runs below capacity its QPS is the offered load (a lower bound), so the judged ratio is the capacity
+at the busiest thread (QPS x 100 / that thread's CPU demand %, run + run-queue) of NEW over BASE's.
+Without a throughput prediction (BASE below capacity) the P50 ratio is judged. The measured ratio
+counts as within the band when its noise interval (the QPS or P50 noise band of the comparison,
+compare/noise.py) overlaps the predicted band.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from diagnose.compare.diff import Comparison
+from diagnose.model import Report
+from diagnose.results.gain import Band, PredictedGain
+from diagnose.verdict.gain import SATURATED_PCT, gain_for
+
+STARVED_SHARE = 0.2  # NEW waited for a core this share of its thread-time: its host set the pace
+
+
+@dataclass(frozen=True)
+class GainCheck:
+    """``measured``: the judged ratio NEW/BASE (``metric`` says which: throughput or p50); ``noise``:
+    its relative noise band (fraction); ``outcome``: held, beat, fell short, or cannot tell."""
+
+    change: str | None
+    chosen: str  # how the predicted remedy was picked
+    predicted: PredictedGain | None
+    metric: str | None  # "throughput" or "p50"
+    basis: str  # what the measured ratio is
+    measured: float | None
+    noise: float | None
+    qps_x: float | None
+    p50_x: float | None
+    p99_x: float | None
+    outcome: str
+    why: str
+
+    @property
+    def band(self) -> Band | None:
+        if self.predicted is None:
+            return None
+        return self.predicted.throughput_x if self.metric == "throughput" else self.predicted.p50_x
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change, "chosen": self.chosen,
+                "predicted": msgspec.to_builtins(self.predicted) if self.predicted else None,
+                "metric": self.metric, "basis": self.basis, "measured": self.measured, "noise": self.noise,
+                "qps_x": self.qps_x, "p50_x": self.p50_x, "p99_x": self.p99_x, "outcome": self.outcome,
+                "why": self.why}
+
+
+def _value(r: Report, name: str) -> float | None:
+    s = r.analysis.signals.get(name)
+    return s.value if s is not None else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(b / a, 3) if a and b is not None and a > 0 else None
+
+
+def _capacity(r: Report) -> float | None:
+    """QPS at which the busiest thread would run a whole core (its demand now, run + run-queue)."""
+    qps = _value(r, "spans.qps")
+    demand = _value(r, "cpu.max_thread_demand_pct") or _value(r, "cpu.max_thread_util_pct")
+    return qps * 100.0 / demand if qps and demand else None
+
+
+def _rel_noise(comp: Comparison, key: str) -> float | None:
+    m = comp.metric(key)
+    if m is None or m.band is None or not m.base:
+        return None
+    return round(abs(m.band / m.base), 3)
+
+
+def _judge(measured: float, noise: float, band: Band, higher_better: bool) -> str:
+    lo, hi = measured * (1 - noise), measured * (1 + noise)
+    if hi >= band.low and lo <= band.high:
+        return "held"
+    above = lo > band.high
+    return "beat" if above == higher_better else "fell short"
+
+
+def _share(r: Report, kind: str) -> float | None:
+    acc = next((a for a in r.analysis.accounts if a.resource == "threads"), None)
+    if acc is None:
+        return None
+    base = kind.rsplit(">", 1)[-1]
+    if acc.busiest is not None and base in acc.busiest.kinds:
+        return acc.busiest.kinds[base]
+    return sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == base)
+
+
+def _why(outcome: str, base: Report, new: Report, g: PredictedGain, lower_bound: bool) -> str:
+    """Why the measurement left the band, from what NEW's own analysis shows."""
+    if outcome == "held":
+        return "the measured gain falls within the predicted band"
+    acc = next((a for a in new.analysis.accounts if a.resource == "threads"), None)
+    core = sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == "wait.core") if acc else 0.0
+    reasons = []
+    if core >= STARVED_SHARE:
+        reasons.append(f"NEW's host starved it: its threads waited for a core {core:.0%} of their sampled time, so "
+                       "the host, not the remedy, set its pace")
+    before, after = _share(base, g.term), _share(new, g.term)
+    if outcome == "fell short" and before is not None and after is not None and after > 0.5 * before:
+        reasons.append(f"the remedy removed less than assumed: {g.term} still holds {after:.0%} of the time it "
+                       f"was measured on (was {before:.0%})")
+    nv, bv = new.analysis.verdict, base.analysis.verdict
+    if (nv.quadrant, nv.layer) != (bv.quadrant, bv.layer):
+        reasons.append(f"the limit moved: NEW reads {nv.quadrant.value}" + (f" / {nv.layer.value} layer" if nv.layer
+                                                                          else ""))
+    if outcome == "fell short" and lower_bound:
+        reasons.append("NEW served the offered load: its QPS is a lower bound of its capacity")
+    if outcome == "beat":
+        reasons.append("the remedy cut more than its term (other terms shrank too, or the next bottleneck is "
+                       "further off than the thread table showed)")
+    return "; ".join(reasons) or "no cause found in NEW's analysis: the assumed band does not fit this service"
+
+
+def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) -> GainCheck:
+    """BASE's predicted gain for the remedy ``change`` names, against what NEW measured."""
+    g, chosen = gain_for(base.analysis.verdict.gains, change)
+    qps_x, p50_x = _ratio(_value(base, "spans.qps"), _value(new, "spans.qps")), _ratio(
+        _value(base, "spans.p50_ms"), _value(new, "spans.p50_ms"))
+    p99_x = _ratio(_value(base, "spans.p99_ms"), _value(new, "spans.p99_ms"))
+    if g is None:
+        return GainCheck(change, chosen, None, None, "", None, None, qps_x, p50_x, p99_x, "cannot tell", chosen)
+    new_demand = _value(new, "cpu.max_thread_demand_pct") or _value(new, "cpu.max_thread_util_pct")
+    below = new_demand is not None and new_demand < SATURATED_PCT
+    if g.throughput_x is not None:
+        cap_x = _ratio(_capacity(base), _capacity(new))
+        measured, basis = (cap_x, f"capacity at the busiest thread (QPS x 100 / its CPU demand: NEW ran "
+                                  f"{new_demand:.0f}% of a core, below capacity)") if below and cap_x else (
+                           qps_x, "QPS (NEW saturated)" if not below else "QPS")
+        metric, noise, band, higher = "throughput", _rel_noise(comp, "qps"), g.throughput_x, True
+    elif g.p50_x is not None:
+        metric, measured, basis = "p50", p50_x, "request latency P50 (spans)"
+        noise, band, higher = _rel_noise(comp, "p50"), g.p50_x, False
+    else:
+        return GainCheck(change, chosen, g, None, "", None, None, qps_x, p50_x, p99_x, "cannot tell",
+                         "BASE predicted no throughput or latency gain for this remedy (" + g.assumption + ")")
+    if measured is None:
+        return GainCheck(change, chosen, g, metric, basis, None, noise, qps_x, p50_x, p99_x, "cannot tell",
+                         f"{metric} was not measured in both captures (it needs stage spans)")
+    outcome = _judge(measured, noise or 0.0, band, higher)
+    return GainCheck(change, chosen, g, metric, basis, measured, noise, qps_x, p50_x, p99_x, outcome,
+                     _why(outcome, base, new, g, below and basis.startswith("QPS")))
+
+
+__all__ = ["GainCheck", "check_gain"]

@@ -54,10 +54,10 @@ class SpeedscopeRenderer(Renderer):
         order = sorted(threads.items(), key=lambda kv: (kv[1]["name"].startswith(AGENT_THREAD_PREFIX),
                                                          -cpu.get(kv[0], 0.0), kv[0]))
         profiles = [_profile(tid, t) for tid, t in order]
-        target = report.manifest.get("target") or {}
+        target = report.bundle.info.target
         doc = {
             "$schema": SCHEMA,
-            "name": f"diagnose: pid {pid_text(target)} ({target.get('name', '?')})",
+            "name": f"diagnose: pid {pid_text(target)} ({'?' if target.name is None else target.name})",
             "exporter": f"diagnose {__version__}",
             "activeProfileIndex": 0,
             "shared": {"frames": [_frame(f) for f in frames]},
@@ -77,10 +77,9 @@ def _thread_cpu_s(report: Report) -> dict[int, float]:
 def _thread_names(report: Report) -> dict[int, str]:
     """OS thread names from the process collector (py-spy names only the main thread)."""
     out: dict[int, str] = {}
-    for rec in report.bundle.stream(THREADS):
-        tid, comm = rec.get("tid"), rec.get("comm")
-        if isinstance(tid, int) and isinstance(comm, str):
-            out[tid] = comm
+    for rec in report.bundle.typed(THREADS):
+        if rec.comm is not None:
+            out[rec.tid] = rec.comm
     return out
 
 

@@ -5,7 +5,10 @@ None is "unknown", never 0. Durations pick ms from 1 ms on; sizes pick KiB/MiB/G
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diagnose.bundle.records.manifest import TargetInfo
 
 UNKNOWN = "unknown"
 _BINARY = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
@@ -82,11 +85,10 @@ def bound_words(quadrant: str) -> str:
     return ("IO" if quadrant == "io" else quadrant.capitalize()) + "-bound"
 
 
-def pid_text(target: Any) -> str:
-    """The manifest's ``target.pid`` as text: a positive int, else "?" (a hand-edited bundle's pid is
-    anything, and the report's title would render it)."""
-    pid = target.get("pid") if isinstance(target, dict) else None
-    return str(pid) if type(pid) is int and 0 < pid < 2**31 else "?"
+def pid_text(target: TargetInfo) -> str:
+    """The manifest's ``target.pid`` as text, "?" when it has none (TargetInfo read a hand-edited
+    bundle's pid as None unless it is a positive int: the report's title would render it)."""
+    return "?" if target.pid is None else str(target.pid)
 
 
 # C0/C1 controls, DEL, and the bidirectional overrides and isolates (U+202A-202E, U+2066-2069) that

@@ -13,7 +13,7 @@ from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS, SPANS, TORCH
 from diagnose.signals.process import accepted_connections
 from diagnose.signals.spans.analytics import parse_spans
-from diagnose.signals.spans.sampling import agent_sampling, in_sample
+from diagnose.signals.spans.sampling import in_sample, sampling_of
 
 MAX_SEGMENT_NS = 3600 * 10**9  # no py-spy window or profiler hold lasts an hour: longer ones are malformed
 
@@ -38,7 +38,7 @@ def open_requests(bundle: Bundle) -> OpenRequests | None:
     of them is open is 1 - exp(-L_unseen) (Poisson). Without it the accepted connections, which
     count idle keep-alive ones, stood for "a request open" and an idle loop read as IO."""
     def build() -> OpenRequests | None:
-        sampling = agent_sampling(bundle.manifest.get("collectors") or [])
+        sampling = sampling_of(bundle.info)
         records, _ = in_sample(bundle.stream(SPANS), sampling)
         reqs = parse_spans(records).requests
         if not reqs:

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.records.manifest import CollectorCounts
 from diagnose.bundle.streams import GC, SPANS, TORCH
 from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED
 from diagnose.model import Signal, missing
@@ -32,7 +33,7 @@ from diagnose.signals.ranks import rank_signals
 from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
 from diagnose.signals.spans.coverage import recording_window, span_coverage
 from diagnose.signals.spans.llm import llm_summary
-from diagnose.signals.spans.sampling import agent_sampling, in_sample
+from diagnose.signals.spans.sampling import in_sample, sampling_of
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
@@ -217,8 +218,8 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     torch_reason = NO_TRACE if not trace_files(bundle) else "; ".join(trace_errors) or NO_TRACE
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
-    collectors = bundle.manifest.get("collectors") or []
-    sampling = agent_sampling(collectors)
+    collectors = bundle.info.collectors
+    sampling = sampling_of(bundle.info)
     records, left_out = in_sample(bundle.stream(SPANS), sampling)
     if sampling is not None:
         sampling = dataclasses.replace(sampling, left_out=left_out)
@@ -272,10 +273,11 @@ def late_trace_statement(bundle: Bundle, traces_read: int) -> str | None:
     """What a torch window still exporting when attach gave up waiting means for this report
     (the agent collector's ``torch_export_pending``, collectors/agent.py): the trace arrived later
     and is included, or it never arrived. None when attach did not give up."""
-    st = bundle.collectors.get("agent")
-    if st is None or not st.counts.get("torch_export_pending"):
+    st = bundle.info.collector("agent")
+    counts = st.counts_as(CollectorCounts) if st is not None else None
+    if counts is None or not counts.torch_export_pending:
         return None
-    if traces_read > int(st.counts.get("torch_traces") or 0):
+    if traces_read > (counts.torch_traces or 0):
         return ("a torch trace arrived after the capture's first report (the agent was still exporting it): "
                 "this report includes it")
     return ("the agent was still exporting a torch window when attach stopped waiting and its trace has not "

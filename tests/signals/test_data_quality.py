@@ -3,6 +3,7 @@ achieved rate and overrun windows, process-collector gaps, span coverage, the co
 stack-based findings). The real-process checks live in tests/capture, tests/agent."""
 from __future__ import annotations
 
+from diagnose.bundle.records.manifest import CollectorEntry, manifest_info
 from diagnose.model import Evidence, Finding, Layer, Quadrant, Severity
 from diagnose.results.quality import DataQuality
 from diagnose.signals.process_gaps import process_gaps
@@ -43,6 +44,11 @@ class PySpyStream:
     def _ev(ph: str, name: str, filename: str, pid: int, ts: float) -> dict:
         return {"ph": ph, "name": name, "pid": pid, "tid": TID, "ts": ts, "cat": "py-spy",
                 "args": {"filename": filename, "line": 1}}
+
+
+def _entries(*raw: dict) -> tuple[CollectorEntry, ...]:
+    """Collector entries as Bundle.info reads them from a manifest's ``collectors``."""
+    return manifest_info({"collectors": list(raw)}).collectors
 
 
 def _time_by_pid(events: list[dict]) -> dict[int, float]:
@@ -130,7 +136,7 @@ def test_qps_and_latency_over_the_part_of_the_window_the_kept_spans_cover():
     window = (t0, t0 + 10 * 10**9)
     agent = {"name": "agent", "counts": {"spans_dropped": 8850, "spans_dropped_ranges_ns": [[t0 + 1_155_000_000,
                                                                                              t0 + 10 * 10**9]]}}
-    cov = span_coverage([agent, {"name": "process", "counts": {"records": 3}}], window, ss.spans)
+    cov = span_coverage(_entries(agent, {"name": "process", "counts": {"records": 3}}), window, ss.spans)
     assert cov is not None and abs(cov.covered_s - 1.155) < 1e-6 and cov.producers == ("agent",)
     assert request_summary(ss, window)["qps"] < 120  # the whole window: ~115 QPS, a tenth of the truth
     summary = request_summary(ss, window, cov.covered)
@@ -138,6 +144,6 @@ def test_qps_and_latency_over_the_part_of_the_window_the_kept_spans_cover():
     assert 4.5 <= summary["in_flight_measured_mean"] <= 5.5  # Little: 1000/s x 5 ms
     assert "1.16 s of the 10.00 s" in cov.statement() and "over the covered" in cov.statement()
     # a producer that said how many, not when: the kept spans' own range is the covered part
-    unknown = span_coverage([{"name": "otlp", "counts": {"spans_dropped": 10}}], window, ss.spans)
+    unknown = span_coverage(_entries({"name": "otlp", "counts": {"spans_dropped": 10}}), window, ss.spans)
     assert unknown is not None and not unknown.ranges_known and abs(unknown.covered_s - 1.154) < 0.01
-    assert span_coverage([{"name": "agent", "counts": {"spans_dropped": 0}}], window, ss.spans) is None
+    assert span_coverage(_entries({"name": "agent", "counts": {"spans_dropped": 0}}), window, ss.spans) is None

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from diagnose.agent.inproc.spanbudget import hex_kept
+from diagnose.bundle.records.manifest import manifest_info
 from diagnose.results.quality import DataQuality, SpansQuality
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.coverage import span_coverage
@@ -55,7 +56,7 @@ def test_the_final_sample_is_kept_whole_and_counts_are_scaled_by_n():
     assert unsampled["qps"] == pytest.approx(1000, rel=0.01) and "requests_estimated" not in unsampled
 
     # sampled-out is not dropped: the window stays covered
-    assert span_coverage([_agent(1 / 8)], WINDOW, ss.spans) is None
+    assert span_coverage(manifest_info({"collectors": [_agent(1 / 8)]}).collectors, WINDOW, ss.spans) is None
     dq = DataQuality(spans=SpansQuality(sampled=sampling.statement(), sampling=sampling.quality()))
     [w] = warnings(dq)
     assert w.collectors == ("agent",) and "sampled 1 in 8" in w.text and "scaled by 8" in w.text

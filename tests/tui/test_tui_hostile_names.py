@@ -4,7 +4,7 @@ characters out as \\xNN (found by the break-it review: an OSC title set and a sc
 through byte for byte)."""
 from __future__ import annotations
 
-from diagnose.bundle.records.manifest import manifest_info
+from diagnose.bundle.records.manifest import manifest_info, target_info
 from diagnose.tui.live.adapt import cpu_panel, header_view
 from diagnose.tui.live.frames import FrameShare, FrameWindow
 from diagnose.tui.live.series import Buckets, CpuSnapshot, ThreadCpu
@@ -25,7 +25,7 @@ def test_printable_writes_controls_out_and_keeps_the_rest():
 
 def test_header_and_title_carry_no_escape_from_the_command_line_or_counts():
     target = {"pid": 7, "cmdline": ["python", OSC, CLEAR], "exe": "/usr/bin/python3"}
-    vm = header_view(target, 1.0, 9.0, {"agent": {"note": SGR}}, {"agent": "running"})
+    vm = header_view(target_info(target), 1.0, 9.0, {"agent": {"note": SGR}}, {"agent": "running"})
     texts = [vm.target, *(c.counts for c in vm.collectors)]
     assert all(_no_controls(t) for t in texts), texts
     assert "PWNED" in vm.target  # shown, written out

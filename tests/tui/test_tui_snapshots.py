@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from diagnose.bundle import Bundle
+from diagnose.bundle.records.manifest import target_info
 from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.collectors import COLLECTORS
 from diagnose.pipeline import analyse
@@ -60,7 +61,7 @@ def _collecting_app(tmp_path) -> DiagnoseApp:
     ran = {c["name"] for c in m["collectors"]}
     states = {c.name: "running" if c.name in ran else "unavailable" for c in COLLECTORS}
     states["otlp"] = "running"
-    header = header_view(m["target"], COLLECTING_S, 60.0 - COLLECTING_S,
+    header = header_view(target_info(m["target"]), COLLECTING_S, 60.0 - COLLECTING_S,
                          {"process": {"records": 12}, "otlp": {"listen": "127.0.0.1:4318", "requests": 0}}, states)
     vm = live_view(None, bundle.info, cpu.snapshot(), {}, None, elapsed_s=COLLECTING_S, first_verdict_s=5.0)
     return DiagnoseApp(replay=(header, vm), export_dir=tmp_path)

@@ -8,7 +8,9 @@ Manifest the capture and the agent write; this is the host side's read view of i
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar, get_type_hints
+import functools
+import types
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import msgspec
 from msgspec import Meta, Struct, field
@@ -18,6 +20,9 @@ from diagnose.bundle.records.base import Count, Finite
 S = TypeVar("S", bound=Struct)
 ManifestNs = Annotated[int, Meta(ge=0, le=2**63 - 1)]  # the range manifest_problem admits
 Short = Annotated[str, Meta(max_length=4096)]  # a name, a reason: never a megabyte of terminal text
+Reading = Annotated[float, Meta(ge=0, lt=1e15)]  # a cost, count or budget: no reading comes near 1e15
+SpanCount = Annotated[int, Meta(ge=0, le=2**63 - 1)]  # a span count or a Unix time in ns
+SpanCost = Annotated[float, Meta(ge=0, lt=1e9)]  # the agent's span work: CPU s, % of a core
 
 
 class CollectorEntry(Struct, frozen=True, kw_only=True):
@@ -28,6 +33,38 @@ class CollectorEntry(Struct, frozen=True, kw_only=True):
     reason: str | None = None
     counts: dict[str, Any] = field(default_factory=dict)
     streams: tuple[str, ...] = ()
+
+    def counts_as(self, cls: type[S]) -> S:
+        """The counts this collector's reader knows, as ``cls`` (each field read leniently; a
+        record that does not convert gives ``cls()``)."""
+        return _tolerant(cls, self.counts) or cls()
+
+
+class CollectorCounts(Struct, frozen=True, kw_only=True):
+    """The counts the host reads of the collectors that report their own work (the in-target agent,
+    the OTLP receiver): the agent's torch windows and their holds (diagnose/agent/inproc/windowplan.py),
+    its span work and sampling (spanbudget.py), and the spans a producer dropped and when. Each field
+    is None (or empty) when absent or unusable; the lists of pairs are checked entry by entry by
+    their readers (signals/spans/coverage.py, sampling.py)."""
+
+    torch_traces: Reading | None = None
+    torch_window_s: Reading | None = None
+    torch_hold_max_ms: Reading | None = None
+    torch_hold_total_ms: Reading | None = None
+    torch_hold_budget_ms: Reading | None = None
+    torch_export_pending: bool = False
+    spans_seen: SpanCount | None = None
+    spans_kept: SpanCount | None = None
+    spans_cpu_s: SpanCost | None = None
+    spans_cpu_pct: SpanCost | None = None
+    spans_cpu_budget_pct: SpanCost | None = None
+    spans_keep_fraction: Finite | None = None
+    spans_keep_history: list[Any] = field(default_factory=list)  # [Unix ns, fraction] pairs
+    spans_dropped: SpanCount | None = None
+    spans_dropped_ranges_ns: list[Any] | None = None  # [first, last] Unix ns per run of drops
+    spans_first_start_ns: SpanCount | None = None
+    spans_last_end_ns: SpanCount | None = None
+    spans_window_ns: tuple[SpanCount, SpanCount] | None = None  # when the producer recorded spans
 
 
 class TargetInfo(Struct, frozen=True, kw_only=True):
@@ -49,13 +86,57 @@ class TargetInfo(Struct, frozen=True, kw_only=True):
         return {k: v for k, v in out.items() if v is not None and v not in ([], ())}
 
 
-class CaptureCost(Struct, frozen=True, kw_only=True):
-    """diagnose's own cost (diagnose/capture/cost.py): wall time, CPU of diagnose and its children, peak RSS."""
+class ToolInfo(Struct, frozen=True, kw_only=True):
+    """The diagnose that wrote the bundle (manifest.py ``tool_identity``)."""
 
-    wall_s: Annotated[float, Meta(ge=0, lt=1e15)] | None = None
-    diagnose_cpu_s: Annotated[float, Meta(ge=0, lt=1e15)] | None = None
-    children_cpu_s: Annotated[float, Meta(ge=0, lt=1e15)] | None = None
-    max_rss_bytes: Annotated[float, Meta(ge=0, lt=1e15)] | None = None
+    name: str | None = None
+    version: str | None = None
+    python: str | None = None
+
+
+class HostInfo(Struct, frozen=True, kw_only=True):
+    """The capture host's facts (diagnose/capture/cost.py ``host_facts``)."""
+
+    os: str | None = None
+    machine: str | None = None
+    cpu: str | None = None
+    cpus: int | None = None
+    memory_bytes: int | None = None
+
+
+class CaptureCost(Struct, frozen=True, kw_only=True):
+    """diagnose's own cost (diagnose/capture/cost.py): wall time, CPU of diagnose and its children, peak
+    RSS, the host's CPUs and the CPU priority each collector ran at (name -> "nice 19", ...)."""
+
+    wall_s: Reading | None = None
+    diagnose_cpu_s: Reading | None = None
+    children_cpu_s: Reading | None = None
+    max_rss_bytes: Reading | None = None
+    host_cpus: Reading | None = None
+    collector_priority: dict[str, Any] = field(default_factory=dict)
+
+
+class BudgetRates(Struct, frozen=True, kw_only=True):
+    """The collectors' rates an overhead budget asked for or ended at (diagnose/capture/budget.py Rates)."""
+
+    pyspy_hz: int | float | None = None
+    process_hz: int | float | None = None
+
+
+class BudgetChange(Struct, frozen=True, kw_only=True):
+    """One change of rates the budget made, and why."""
+
+    why: str = ""
+
+
+class OverheadBudget(Struct, frozen=True, kw_only=True):
+    """The overhead budget and what it gave up (diagnose/capture/budget.py ``OverheadBudget.to_json``)."""
+
+    pct_of_core: Reading | None = None
+    used_pct_of_core_max: Reading | None = None
+    asked: BudgetRates = field(default_factory=BudgetRates)
+    final: BudgetRates = field(default_factory=BudgetRates)
+    changes: tuple[BudgetChange, ...] = ()
 
 
 class ManifestInfo(Struct, frozen=True, kw_only=True):
@@ -63,13 +144,17 @@ class ManifestInfo(Struct, frozen=True, kw_only=True):
     capturing or for imported files without wall-clock time)."""
 
     target: TargetInfo = field(default_factory=TargetInfo)
+    tool: ToolInfo = field(default_factory=ToolInfo)
+    command: tuple[str, ...] = ()
     collectors: tuple[CollectorEntry, ...] = ()
     started_ns: ManifestNs | None = None
     ended_ns: ManifestNs | None = None
     end_reason: Short | None = None
     partial: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    host: HostInfo = field(default_factory=HostInfo)
     cost: CaptureCost | None = None
+    budget: OverheadBudget | None = None
 
     def collector(self, name: str) -> CollectorEntry | None:
         """The first entry of collector ``name``, or None when it did not run."""
@@ -87,12 +172,17 @@ def manifest_info(raw: Any) -> ManifestInfo:
     return _tolerant(ManifestInfo, raw) or ManifestInfo()
 
 
+def target_info(raw: Any) -> TargetInfo:
+    """The view of a manifest's ``target`` object (anything: a non-object gives the empty view)."""
+    return _tolerant(TargetInfo, raw) or TargetInfo()
+
+
 def _tolerant(cls: type[S], raw: Any) -> S | None:
     """``cls`` from the JSON object ``raw``, field by field: a field that does not convert keeps its
     default; None when ``raw`` is not an object or a required field is missing or wrong."""
     if not isinstance(raw, dict):
         return None
-    hints = get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in msgspec.structs.fields(cls):
         if f.encode_name in raw:
@@ -106,15 +196,21 @@ def _tolerant(cls: type[S], raw: Any) -> S | None:
 
 
 _WRONG = object()
-_NESTED: dict[Any, type[Struct]] = {}
+
+
+@functools.cache
+def _hints(cls: type[Struct]) -> dict[str, Any]:
+    return get_type_hints(cls, include_extras=True)
 
 
 def _field(tp: Any, value: Any) -> Any:
-    if tp in _NESTED:  # a nested struct (or an optional one): read leniently in turn
-        got = _tolerant(_NESTED[tp], value)
+    nested = _struct_of(tp)
+    if nested is not None:  # a nested struct (or an optional one): read leniently in turn
+        got = _tolerant(nested, value)
         return _WRONG if got is None else got
-    if tp == tuple[CollectorEntry, ...]:  # one bad entry costs that entry
-        return tuple(e for v in value if (e := _tolerant(CollectorEntry, v)) is not None) \
+    if get_origin(tp) is tuple and (item := _struct_of(get_args(tp)[0])) is not None:
+        # a list of structs: one bad entry costs that entry
+        return tuple(e for v in value if (e := _tolerant(item, v)) is not None) \
             if isinstance(value, list) else _WRONG
     try:
         return msgspec.convert(value, tp)
@@ -122,7 +218,17 @@ def _field(tp: Any, value: Any) -> Any:
         return _WRONG
 
 
-_NESTED.update({TargetInfo: TargetInfo, CaptureCost: CaptureCost, CaptureCost | None: CaptureCost})
+def _struct_of(tp: Any) -> type[Struct] | None:
+    """The Struct ``tp`` is, or is optionally (``X | None``); else None."""
+    if isinstance(tp, type) and issubclass(tp, Struct):
+        return tp
+    if get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return _struct_of(args[0])
+    return None
 
 
-__all__ = ["CaptureCost", "CollectorEntry", "ManifestInfo", "TargetInfo", "manifest_info"]
+__all__ = ["BudgetChange", "BudgetRates", "CaptureCost", "CollectorCounts", "CollectorEntry", "HostInfo",
+           "ManifestInfo", "OverheadBudget", "TargetInfo", "ToolInfo", "manifest_info",
+           "target_info"]

@@ -13,6 +13,7 @@ import os
 import shlex
 from typing import Any, ClassVar
 
+from diagnose.bundle.records.manifest import ManifestInfo
 from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
 from diagnose.render.markdown.gfm import code, fenced, text
@@ -28,12 +29,16 @@ MAX_QUALITY_NOTES = 8  # data-quality sentences in the head (findings.json has t
 SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
-def reproduce_command(manifest: dict[str, Any]) -> str:
-    argv = [str(a) for a in manifest.get("command") or []]
+def reproduce_command(info: ManifestInfo) -> str:
+    argv = list(info.command)
     if not argv:
         return "diagnose attach <pid>"
     argv[0] = "diagnose" if os.path.basename(argv[0]) in ("diagnose", "__main__.py", "-m") else argv[0]
     return shlex.join(argv)
+
+
+def _known(value: str | None) -> str:
+    return "?" if value is None else value
 
 
 def _verdict_words(a: Analysis) -> str:
@@ -56,7 +61,7 @@ class MarkdownRenderer(Renderer):
     full = False
 
     def render(self, report: Report) -> str:
-        a, m = report.analysis, report.manifest
+        a, m = report.analysis, report.bundle.info
         head = self._head(a, m) + self._account(a) + self._ranks(a) + self._metrics(a) + self._cost(report)
         tail = self._stacks(a) + self._not_judged(a) + self._environment(report) + self._reproduce(m)
         if self.full:
@@ -65,17 +70,17 @@ class MarkdownRenderer(Renderer):
         budget = None if self.full else MAX_CHARS - _size(head) - _size(tail) - 200
         return "\n".join(head + self._findings(a, budget) + tail).rstrip() + "\n"
 
-    def _head(self, a: Analysis, m: dict[str, Any]) -> list[str]:
-        t = m.get("target") or {}
+    def _head(self, a: Analysis, m: ManifestInfo) -> list[str]:
+        t = m.target
         v = a.verdict
-        cmd = " ".join(str(c) for c in t.get("cmdline") or []) or str(t.get("name", "?"))
+        cmd = " ".join(t.cmdline) or _known(t.name)
         short = cmd if len(cmd) <= TITLE_CMD_CHARS else cmd[:TITLE_CMD_CHARS - 1] + "…"
-        imported = m.get("end_reason") == "imported"
+        imported = m.end_reason == "imported"
         who = "imported files" if imported else f"pid {pid_text(t)}"
-        span = f"{utc_datetime(m.get('started_ns'))} → {utc_datetime(m.get('ended_ns'))}"
+        span = f"{utc_datetime(m.started_ns)} → {utc_datetime(m.ended_ns)}"
         when = (f"Imported; the files' events span {span}." if imported else
-                f"Captured {span} on {text(t.get('host', '?'))} as {text(t.get('user', '?'))}; ended by: "
-                f"{text(m.get('end_reason', '?'))}" + (" (**partial capture**)" if m.get("partial") else "") + ".")
+                f"Captured {span} on {text(_known(t.host))} as {text(_known(t.user))}; ended by: "
+                f"{text(_known(m.end_reason))}" + (" (**partial capture**)" if m.partial else "") + ".")
         out = [f"# {_verdict_words(a)}: {who} ({text(short)})", "", f"> {text(v.headline)}", ""]
         if v.remedy:
             out += [f"**First remedy:** {text(v.remedy)}.", ""]
@@ -206,26 +211,24 @@ class MarkdownRenderer(Renderer):
             lines.append(f"- **{text(n.what)}**: {text(n.reason)}")
         return ["## Could not judge", ""] + lines + [""]
 
-    def _collectors(self, a: Analysis, m: dict[str, Any]) -> list[str]:
+    def _collectors(self, a: Analysis, m: ManifestInfo) -> list[str]:
         out = ["## Collectors and data quality", ""]
         out += _table(["collector", "state", "reason", "counts"], [
-            [c.get("name"), c.get("state"), c.get("reason") or "-",
-             ", ".join(f"{k}={v}" for k, v in (c.get("counts") or {}).items()) or "-"]
-            for c in m.get("collectors", [])])
+            [c.name, c.state, c.reason or "-", ", ".join(f"{k}={v}" for k, v in c.counts.items()) or "-"]
+            for c in m.collectors])
         # the warnings are in the head
         return out + [f"- {label}: {text(_plain(v))}" for label, v in a.data_quality.figures()] + [""]
 
     def _environment(self, report: Report) -> list[str]:
         from diagnose.render.markdown.environment import environment_bits
 
-        m = report.manifest
         flagged = {n for w in report.analysis.data_quality.warnings for n in w.collectors}
-        collectors = ", ".join(f"{c.get('name')} {c.get('state')}" + (" (see data quality)" if c.get("name") in flagged
-                                                                      else "") for c in m.get("collectors", []))
+        collectors = ", ".join(f"{c.name} {c.state}" + (" (see data quality)" if c.name in flagged else "")
+                               for c in report.bundle.info.collectors)
         return ["## Environment", "", "; ".join(environment_bits(report)) + ".", "",
                 f"Collectors: {text(collectors)}.", ""]
 
-    def _reproduce(self, m: dict[str, Any]) -> list[str]:
+    def _reproduce(self, m: ManifestInfo) -> list[str]:
         return ["## Reproduce", "", *fenced([reproduce_command(m)]), ""]
 
 

@@ -37,8 +37,8 @@ class PerfettoRenderer(Renderer):
         requests, slowest = request_events(b, names, notes, self.max_events)
         events = _cap(_nest(_in_window(report, events + requests, notes), notes), notes, self.max_events)
         events += finding_events(report, slowest, events)
-        started = report.manifest.get("started_ns")
-        origin = min([e.t_ns for e in events] + ([started] if type(started) is int else []), default=0)
+        started = report.bundle.info.started_ns
+        origin = min([e.t_ns for e in events] + ([started] if started is not None else []), default=0)
         events.sort(key=lambda e: (e.t_ns, -e.dur_ns))  # stable: async b/e keep their nesting order
         doc = {"traceEvents": _metadata(report, events, names) + [e.to_json(origin) for e in events],
                "displayTimeUnit": "ms", "otherData": _other_data(report, events, origin, notes)}
@@ -52,8 +52,8 @@ def _in_window(report: Report, events: list[Event], notes: dict[str, Any]) -> li
     """Events within FAR_NS of the capture window (when the manifest has one): a span stamped at
     the epoch (µs read as ns) would otherwise put every other event 1e15 µs from the origin, past
     the float precision the Trace Event Format's µs timestamps have."""
-    lo, hi = report.manifest.get("started_ns"), report.manifest.get("ended_ns")
-    if type(lo) is not int or type(hi) is not int or hi < lo:
+    lo, hi = report.bundle.info.started_ns, report.bundle.info.ended_ns
+    if lo is None or hi is None or hi < lo:
         return events
     kept = [e for e in events if lo - FAR_NS <= e.t_ns <= hi + FAR_NS and e.t_ns + e.dur_ns <= hi + FAR_NS]
     if len(kept) < len(events):
@@ -108,8 +108,8 @@ def _cap(events: list[Event], notes: dict[str, Any], max_events: int) -> list[Ev
 
 
 def _who(report: Report) -> str:
-    target = report.manifest.get("target") or {}
-    return f"pid {pid_text(target)} ({target.get('name', '?')})"
+    target = report.bundle.info.target
+    return f"pid {pid_text(target)} ({'?' if target.name is None else target.name})"
 
 
 def _meta(what: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
@@ -127,11 +127,11 @@ def _metadata(report: Report, events: list[Event], names: Names) -> list[dict[st
 
 
 def _other_data(report: Report, events: list[Event], origin: int, notes: dict[str, Any]) -> dict[str, Any]:
-    m = report.manifest
+    m = report.bundle.info
     return {"exporter": f"diagnose {__version__}", "target": _who(report),
             "clock": "ts: microseconds since origin_unix_ns (Unix epoch ns): the capture's start, or the earliest "
                      "event before it", "origin_unix_ns": origin,
-            "capture_started_ns": m.get("started_ns"), "capture_ended_ns": m.get("ended_ns"),
+            "capture_started_ns": m.started_ns, "capture_ended_ns": m.ended_ns,
             "verdict": report.verdict.headline,
             "events": dict(Counter(PROCESS_NAMES[e.pid] for e in events)), **notes}
 

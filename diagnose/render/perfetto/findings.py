@@ -29,9 +29,9 @@ def _phase(f: Finding) -> str:
 
 
 def _moments(report: Report, slowest: Span | None, events: list[Event]) -> dict[str, tuple[int, str]]:
-    started = report.manifest.get("started_ns")
+    started = report.bundle.info.started_ns
     first = min((e.t_ns for e in events), default=0)
-    out = {"capture": (started if type(started) is int else first, "capture start")}
+    out = {"capture": (started if started is not None else first, "capture start")}
     traces = report.analysis.details.torch_traces
     kernel = [t["temporal"].get("first_start_ns") for t in traces if isinstance(t.get("temporal"), dict)]
     if kernel and type(kernel[0]) is int:

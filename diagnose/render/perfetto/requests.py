@@ -19,7 +19,7 @@ def request_events(bundle: Bundle, names: Names, notes: dict[str, Any],
     """Every request (root span) with its descendants, as async events, in at most half of
     ``max_events``; (events, slowest request)."""
     from diagnose.signals.spans.analytics import parse_spans
-    from diagnose.signals.spans.sampling import agent_sampling
+    from diagnose.signals.spans.sampling import sampling_of
 
     ss = parse_spans(bundle.stream(SPANS))
     kids: dict[tuple[str, str], list[Span]] = defaultdict(list)
@@ -38,7 +38,7 @@ def request_events(bundle: Bundle, names: Names, notes: dict[str, Any],
         out += _request_events(root, family)
     if out:
         names[(REQUESTS, 0)] = "requests"
-    sampling = agent_sampling(bundle.manifest.get("collectors") or [])
+    sampling = sampling_of(bundle.info)
     if sampling is not None and roots:  # every written request is shown; the analysis reads the final sample
         notes["requests_shown"] = (f"{len(roots)} requests: every one the agent wrote; the report's counts use "
                                    f"the final 1-in-{sampling.one_in} sample of traces, scaled")

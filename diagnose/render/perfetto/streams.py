@@ -37,8 +37,7 @@ def pyspy_events(bundle: Bundle, names: Names) -> list[Event]:
     by_tid: dict[int, list[TimedStack]] = defaultdict(list)
     for st in load_timed_stacks(bundle):
         by_tid[st.tid].append(st)
-    comm = {r["tid"]: r["comm"] for r in bundle.stream(THREADS)
-            if type(r.get("tid")) is int and isinstance(r.get("comm"), str)}
+    comm = {r.tid: r.comm for r in bundle.typed(THREADS) if r.comm is not None}
     out: list[Event] = []
     for tid, stacks in sorted(by_tid.items()):
         label = stacks[0].thread if stacks[0].thread != "?" else comm.get(tid, "thread")

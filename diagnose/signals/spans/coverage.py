@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.bundle.records.manifest import CollectorCounts, CollectorEntry
 from diagnose.results.quality import SpansCoverage
 from diagnose.signals.spans.analytics import Span
 from diagnose.traces.intervals import merge
@@ -84,9 +85,9 @@ def _int(v: Any) -> int | None:
     return v if type(v) is int and 0 <= v < 2**63 else None
 
 
-def _ranges(counts: dict[str, Any]) -> list[Interval] | None:
-    raw = counts.get("spans_dropped_ranges_ns")
-    if not isinstance(raw, list):
+def _ranges(counts: CollectorCounts) -> list[Interval] | None:
+    raw = counts.spans_dropped_ranges_ns
+    if raw is None:
         return None
     out = []
     for r in raw[:MAX_RANGES]:
@@ -95,9 +96,9 @@ def _ranges(counts: dict[str, Any]) -> list[Interval] | None:
     return out
 
 
-def _kept(counts: Iterable[dict[str, Any]], spans: list[Span]) -> Interval | None:
-    firsts = [v for c in counts if (v := _int(c.get("spans_first_start_ns"))) is not None]
-    lasts = [v for c in counts if (v := _int(c.get("spans_last_end_ns"))) is not None]
+def _kept(counts: Iterable[CollectorCounts], spans: list[Span]) -> Interval | None:
+    firsts = [c.spans_first_start_ns for c in counts if c.spans_first_start_ns is not None]
+    lasts = [c.spans_last_end_ns for c in counts if c.spans_last_end_ns is not None]
     if spans:
         firsts.append(min(s.start_ns for s in spans))
         lasts.append(max(s.end_ns for s in spans))
@@ -113,19 +114,18 @@ def _clip(iv: Iterable[Interval], window: Interval) -> tuple[Interval, ...]:
     return tuple((int(a), int(b)) for a, b in zip(s, e))
 
 
-def _recorded(window: Interval, counts: list[dict[str, Any]]) -> Interval:
+def _recorded(window: Interval, counts: list[CollectorCounts]) -> Interval:
     """The capture window cut to when the dropping producers recorded (``spans_window_ns``: the
     agent starts after the capture and stops before it)."""
     lo, hi = window
     for c in counts:
-        w = c.get("spans_window_ns")
-        if isinstance(w, list) and len(w) == 2 and (a := _int(w[0])) is not None and (b := _int(w[1])) is not None \
-                and max(lo, a) < min(hi, b):
-            lo, hi = max(lo, a), min(hi, b)
+        if c.spans_window_ns is not None and max(lo, c.spans_window_ns[0]) < min(hi, c.spans_window_ns[1]):
+            lo, hi = max(lo, c.spans_window_ns[0]), min(hi, c.spans_window_ns[1])
     return lo, hi
 
 
-def recording_window(collectors: Iterable[Any], window: Interval | None, sources: set[str]) -> Interval | None:
+def recording_window(collectors: Iterable[CollectorEntry], window: Interval | None,
+                     sources: set[str]) -> Interval | None:
     """The capture ``window`` cut to when the span producers recorded, when every producer of the
     spans (``sources``: the records' ``source``) is a collector that says when (``spans_window_ns``:
     the agent starts after the capture and stops before it); else ``window`` itself. Request
@@ -133,28 +133,24 @@ def recording_window(collectors: Iterable[Any], window: Interval | None, sources
     without requests."""
     if window is None or not sources:
         return window
-    said: dict[str, Interval] = {}
-    for c in collectors:
-        w = c.get("counts", {}).get("spans_window_ns") if isinstance(c, dict) and isinstance(c.get("counts"), dict) \
-            else None
-        if isinstance(w, list) and len(w) == 2 and (a := _int(w[0])) is not None and (b := _int(w[1])) is not None:
-            said[str(c.get("name"))] = (a, b)
+    said = {c.name: w for c in collectors if (w := c.counts_as(CollectorCounts).spans_window_ns) is not None}
     if not sources <= said.keys():
         return window
     lo, hi = max(window[0], min(said[s][0] for s in sources)), min(window[1], max(said[s][1] for s in sources))
     return (lo, hi) if hi > lo else window
 
 
-def span_coverage(collectors: Iterable[Any], window: Interval | None, spans: list[Span]) -> SpanCoverage | None:
+def span_coverage(collectors: Iterable[CollectorEntry], window: Interval | None,
+                  spans: list[Span]) -> SpanCoverage | None:
     """The coverage of the capture ``window`` by the spans kept, from the manifest's collector
     entries; None when no producer dropped a span or there is no window."""
-    entries = [c for c in collectors if isinstance(c, dict) and isinstance(c.get("counts"), dict)]
-    counts = [c["counts"] for c in entries]
-    dropping = [c for c in counts if (_int(c.get("spans_dropped")) or 0) > 0]
+    entries = [(c.name, c.counts_as(CollectorCounts)) for c in collectors]
+    counts = [c for _, c in entries]
+    dropping = [c for c in counts if (c.spans_dropped or 0) > 0]
     if window is None or window[1] <= window[0] or not dropping:
         return None
-    producers = tuple(str(c.get("name")) for c in entries if (_int(c["counts"].get("spans_dropped")) or 0) > 0)
-    dropped = sum(_int(c.get("spans_dropped")) or 0 for c in dropping)
+    producers = tuple(name for name, c in entries if (c.spans_dropped or 0) > 0)
+    dropped = sum(c.spans_dropped or 0 for c in dropping)
     window = _recorded(window, dropping)
     kept = _kept(counts, spans)
     ranges = [_ranges(c) for c in dropping]

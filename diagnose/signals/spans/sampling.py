@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.agent.inproc.spanbudget import MIN_KEEP_FRACTION, hex_kept
+from diagnose.bundle.records.manifest import CollectorCounts, ManifestInfo, manifest_info
 from diagnose.results.quality import SpansSampling
 
 PRODUCER = "agent"  # the only span producer that samples
@@ -66,44 +67,47 @@ class SpanSampling:
             agent_span_cpu_pct=self.cpu_pct, agent_span_cpu_budget_pct=self.budget_pct, statement=self.statement())
 
 
-def _count(v: Any) -> int | None:
-    return v if type(v) is int and 0 <= v < 2**63 else None
-
-
-def _share(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9 else None
-
-
-def _fraction(v: Any) -> float | None:
+def _fraction(v: float | None) -> float | None:
     """A keep fraction the agent can have chosen: 1 / 2^k, k in 0..8 (anything else is not one)."""
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not MIN_KEEP_FRACTION <= v <= 1:
+    if v is None or not MIN_KEEP_FRACTION <= v <= 1:
         return None
     k = round(1 / v).bit_length() - 1
     return 1 / 2**k if abs(v * 2**k - 1) < 1e-9 else None
 
 
-def _history(raw: Any) -> tuple[tuple[int, float], ...]:
+def _count(v: Any) -> int | None:
+    return v if type(v) is int and 0 <= v < 2**63 else None
+
+
+def _history(raw: list[Any]) -> tuple[tuple[int, float], ...]:
     out = []
-    for h in raw[:MAX_HISTORY] if isinstance(raw, list) else ():
-        if isinstance(h, list) and len(h) == 2 and (t := _count(h[0])) is not None and (f := _fraction(h[1])):
+    for h in raw[:MAX_HISTORY]:
+        if isinstance(h, list) and len(h) == 2 and (t := _count(h[0])) is not None and (f := _number(h[1])):
             out.append((t, f))
     return tuple(out)
 
 
+def _number(v: Any) -> float | None:
+    return _fraction(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def agent_sampling(collectors: Iterable[Any]) -> SpanSampling | None:
-    """The agent's sampling from the manifest's collector entries; None when it kept every trace
-    (or said nothing readable about it)."""
-    for c in collectors:
-        if not (isinstance(c, dict) and c.get("name") == PRODUCER and isinstance(c.get("counts"), dict)):
-            continue
-        counts = c["counts"]
-        fraction = _fraction(counts.get("spans_keep_fraction"))
-        if fraction is None or fraction >= 1:
-            return None
-        return SpanSampling(fraction, _history(counts.get("spans_keep_history")), _count(counts.get("spans_seen")),
-                            _count(counts.get("spans_kept")), 0, _share(counts.get("spans_cpu_s")),
-                            _share(counts.get("spans_cpu_pct")), _share(counts.get("spans_cpu_budget_pct")))
-    return None
+    """The agent's sampling from the manifest's collector entries as JSON holds them (see sampling_of)."""
+    return sampling_of(manifest_info({"collectors": list(collectors)}))
+
+
+def sampling_of(info: ManifestInfo) -> SpanSampling | None:
+    """The agent's sampling from its collector's counts; None when it kept every trace (or said
+    nothing readable about it)."""
+    agent = info.collector(PRODUCER)
+    if agent is None:
+        return None
+    c = agent.counts_as(CollectorCounts)
+    fraction = _fraction(c.spans_keep_fraction)
+    if fraction is None or fraction >= 1:
+        return None
+    return SpanSampling(fraction, _history(c.spans_keep_history), c.spans_seen, c.spans_kept, 0, c.spans_cpu_s,
+                        c.spans_cpu_pct, c.spans_cpu_budget_pct)
 
 
 def in_sample(records: Iterable[dict[str, Any]], sampling: SpanSampling | None) -> tuple[list[dict[str, Any]], int]:
@@ -128,4 +132,4 @@ def in_sample(records: Iterable[dict[str, Any]], sampling: SpanSampling | None) 
     return kept, left
 
 
-__all__ = ["SpanSampling", "agent_sampling", "in_sample"]
+__all__ = ["SpanSampling", "agent_sampling", "in_sample", "sampling_of"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
 
-from diagnose.bundle.records.manifest import ManifestInfo
+from diagnose.bundle.records.manifest import ManifestInfo, TargetInfo
 from diagnose.model import Analysis, Quadrant, Signal
 from diagnose.render.account import account_rows_of
 from diagnose.render.units import pid_text
@@ -33,9 +32,9 @@ SHOWN = 3  # rows of each list on the dashboard; the rest in ``more``
 MAX_ROWS = 12  # rows of each list in all
 
 
-def header_view(target: dict[str, Any], elapsed_s: float, remaining_s: float,
+def header_view(target: TargetInfo, elapsed_s: float, remaining_s: float,
                 counts: dict[str, dict], states: dict[str, str], status: str = "capturing") -> LiveHeaderVM:
-    cmd = printable(" ".join(target.get("cmdline") or []) or target.get("name") or "?")
+    cmd = printable(" ".join(target.cmdline) or target.name or "?")
     chips = tuple(
         CollectorChip(name, state, printable(", ".join(f"{k} {v}" for k, v in counts.get(name, {}).items())))
         for name, state in states.items())
@@ -43,11 +42,11 @@ def header_view(target: dict[str, Any], elapsed_s: float, remaining_s: float,
                         remaining_s, chips, status)
 
 
-def python_label(target: dict[str, Any]) -> str:
+def python_label(target: TargetInfo) -> str:
     """The target's Python: its recorded version when an agent reported one, else the exe name."""
-    if target.get("python"):
-        return f"Python {target['python']}"
-    exe = os.path.basename(str(target.get("exe") or ""))
+    if target.python:
+        return f"Python {target.python}"
+    exe = os.path.basename(target.exe or "")
     return exe or "Python ?"
 
 

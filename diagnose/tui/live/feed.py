@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.bundle.records.manifest import ManifestInfo
+from diagnose.bundle.records.manifest import ManifestInfo, target_info
 from diagnose.bundle.streams import PROCESS, SERVING, SPANS, THREADS
 from diagnose.capture.session import Capture, CaptureResult, Progress
 from diagnose.model import Analysis, Report
@@ -107,7 +107,7 @@ class LiveSession:
 
     def header(self) -> LiveHeaderVM:
         p = self.latest
-        target = self.capture.target.to_json()
+        target = target_info(self.capture.target.to_json())
         status = "stopping…" if self.stopping else "capturing"
         if p is None:
             return header_view(target, 0.0, self.capture.options.duration_s, {}, {}, status)
@@ -235,7 +235,7 @@ def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
         cpu.add(rec)
     m = bundle.info
     elapsed_s = ((m.ended_ns or 0) - (m.started_ns or 0)) / 1e9
-    header = header_view(m.target.to_dict(), max(0.0, elapsed_s), 0.0, {c.name: c.counts for c in m.collectors},
+    header = header_view(m.target, max(0.0, elapsed_s), 0.0, {c.name: c.counts for c in m.collectors},
                          {c.name: c.state for c in m.collectors}, "captured")
     history = SignalHistory()
     history.add(elapsed_s, history_values(analysis))

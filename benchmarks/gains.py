@@ -79,12 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", action="append", choices=sorted(PAIRS), help="default: all four")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument("--keep", type=Path, help="keep the bundles under this directory (default: removed)")
     args = ap.parse_args(argv)
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="diagnose-gains-") as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="diagnose-gains-", dir=args.keep) as tmp:
         for rnd in range(args.rounds):
             for name in args.scenario or list(PAIRS):
-                work = Path(tmp) / f"r{rnd}"
+                work = (args.keep or Path(tmp)) / f"r{rnd}"
                 work.mkdir(exist_ok=True)
                 try:
                     r = pair(name, args.duration, work)

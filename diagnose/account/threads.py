@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from diagnose.account.attribution import BIN_NS, attribute, included
 from diagnose.account.corrections import calibrate, idle_loops, outside, ran_through_futex
-from diagnose.account.kinds import KINDS, UNBATCHED, TermKind
+from diagnose.account.kinds import KINDS, ON_CPU, UNBATCHED, TermKind
 from diagnose.account.pieces import Piece, segment_pieces
 from diagnose.bundle import Bundle
 from diagnose.model import Account, AccountTerm, Layer, Signal
@@ -152,16 +152,17 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
 
 
 def _busiest(pieces: list[Piece], renamed: dict[str, str]) -> BusiestThread | None:
-    """The thread with the most sampled time off waiting for work, and its own time by kind (a wait
-    on another thread under its wait's name: ``handoff``, ``lock``, ``await``; ``renamed``: kinds the
+    """The thread that demanded the most CPU (ran, or was runnable: waited for a core or the GIL), the
+    one a saturated service funnels its requests through, and its own time by kind (a wait on
+    another thread under its wait's name: ``handoff``, ``lock``, ``await``; ``renamed``: kinds the
     account names otherwise, as _model_kinds says)."""
-    work: dict[int, float] = defaultdict(float)
+    demand: dict[int, float] = defaultdict(float)
     for p in pieces:
-        if p.kind != "idle.work":
-            work[p.tid] += p.end_ns - p.start_ns
-    if not work:
+        if p.kind in ON_CPU or p.kind in ("wait.core", "wait.gil"):
+            demand[p.tid] += p.end_ns - p.start_ns
+    if not demand:
         return None
-    tid = max(work, key=work.__getitem__)
+    tid = max(demand, key=demand.__getitem__)
     kinds: dict[str, float] = defaultdict(float)
     for p in pieces:
         if p.tid == tid:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose.model import HOST, STOPPED, Account, Analysis, Quadrant
+from diagnose.render.gain import gain_words
 
 MIN_SHARE = 0.05  # terms below 5% of their account are left out of the table (always in JSON)
 
@@ -59,6 +60,10 @@ def account_lines(a: Analysis, min_share: float = MIN_SHARE) -> list[str]:
         out.append(f"confidence {a.verdict.confidence:.2f}: {a.verdict.confidence_reason}")
     if a.verdict.remedy:
         out.append(f"first remedy: {a.verdict.remedy}")
+        gain = gain_words(a.verdict.gains[0]) if a.verdict.gains and a.verdict.gains[0].remedy == a.verdict.remedy \
+            else None
+        if gain:
+            out.append(f"predicted gain: {gain}")
     own = a.verdict.dedicated
     if own is not None:
         out.append(f"on dedicated cores: {own.quadrant.value}/{own.layer.value if own.layer else '-'}: "

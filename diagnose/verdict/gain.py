@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from diagnose.account.kinds import UNBATCHED
+from diagnose.account.kinds import CATEGORY_KIND, UNBATCHED
 from diagnose.model import Account, AccountTerm, Quadrant, Signal, ThreadSummary, Verdict
 from diagnose.results.gain import Band, BusiestThread, PredictedGain
 from diagnose.verdict.remedy import remedy_for
@@ -114,16 +114,23 @@ def _busy(acc: Account) -> float:
     return sum(t.share for t in acc.terms if t.quadrant is not None) or 1.0
 
 
-def _next_thread(threads: tuple[ThreadSummary, ...], busiest: int | None) -> ThreadSummary | None:
-    """The busiest thread but the one that caps the service now; the observer's own and native
-    threads (intra-op and BLAS pools: their work shrinks with the work they serve) left out."""
+def _same_work(t: ThreadSummary, kind: str) -> bool:
+    """The thread mostly does the term's own work (a second model worker): the remedy shrinks it too."""
+    own = CATEGORY_KIND.get(t.dominant_category or "")
+    return own is not None and (own == _base(kind) or (own == "cpu.compute" and _base(kind) == "cpu.memory"))
+
+
+def _next_thread(threads: tuple[ThreadSummary, ...], busiest: int | None, kind: str) -> ThreadSummary | None:
+    """The busiest thread but the one that caps the service now; the observer's own, native threads
+    (intra-op and BLAS pools) and threads doing the term's own work left out: their work shrinks with
+    the remedy."""
     others = [t for t in threads if t.tid != busiest and t.cpu_pct and not t.name.startswith(AGENT_THREADS)
-              and not t.name.startswith(NATIVE_THREADS)]
+              and not t.name.startswith(NATIVE_THREADS) and not _same_work(t, kind)]
     return max(others, key=lambda t: t.cpu_pct or 0.0, default=None)
 
 
-def _capped(band: Band, threads: tuple[ThreadSummary, ...], busiest: int | None) -> tuple[Band, str]:
-    nxt = _next_thread(threads, busiest)
+def _capped(band: Band, threads: tuple[ThreadSummary, ...], busiest: int | None, kind: str) -> tuple[Band, str]:
+    nxt = _next_thread(threads, busiest, kind)
     if nxt is None or not nxt.cpu_pct or nxt.cpu_pct <= 0:
         return band, ""
     cap = 100.0 / nxt.cpu_pct
@@ -197,7 +204,7 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
     p50, lat_why = _latency(term.kind, removed, requests, saturated)
     if term.kind == UNBATCHED.kind:
         band, how = _batching(term, signals)
-        band, cap = _capped(band, threads, busiest.tid if busiest else None)
+        band, cap = _capped(band, threads, busiest.tid if busiest else None, term.kind)
         return PredictedGain(remedy=remedy, term=term.kind, method="batching", basis="model worker", share=term.share,
                              throughput_x=band, p50_x=p50, p99_x=p50, assumption=how + cap + lat_why)
     on_thread = _on_busiest(term.kind, busiest) if on_cpu_account else 0.0
@@ -213,7 +220,8 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
     else:
         share, basis = min(1.0, term.share / _busy(acc)), f"{acc.resource} account"
         where = f"{share:.0%} of the {acc.resource} account's busy time"
-    band, cap = _capped(_amdahl(share, removed), threads, busiest.tid if busiest and on_cpu_account else None)
+    band, cap = _capped(_amdahl(share, removed), threads, busiest.tid if busiest and on_cpu_account else None,
+                        term.kind)
     method = "cores" if _base(term.kind) == "wait.core" else "amdahl"
     return PredictedGain(remedy=remedy, term=term.kind, method=method, basis=basis, share=round(share, 4),
                          removed=removed, throughput_x=band, p50_x=p50, p99_x=p50,

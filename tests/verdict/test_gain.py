@@ -123,3 +123,15 @@ def test_the_json_loop_gains_what_its_serialization_share_allows():
     (g,) = a.verdict.gains
     assert g.term == "cpu.serialization" and a.accounts[0].busiest.kinds["cpu.serialization"] == 1.0
     assert g.throughput_x == Band(low=2.5, high=10.0)  # all of the thread: 1 / (1 - 0.6) .. 1 / (1 - 0.9)
+
+
+def test_the_report_and_the_text_summary_show_the_gain_beside_the_remedy():
+    from diagnose.pipeline import analyse
+    from diagnose.render import render
+    from diagnose.render.account import account_lines
+
+    report = analyse(FIXTURES / "cpu/service-json")
+    md, txt = render(report, "md"), "\n".join(account_lines(report.analysis))
+    remedy_at = md.index("**First remedy:**")
+    assert md.index("**Predicted gain** of the first remedy: throughput 2.50x-10.00x (amdahl: ") > remedy_at
+    assert "predicted gain: throughput 2.50x-10.00x" in txt

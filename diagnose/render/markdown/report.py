@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from diagnose.bundle.records.manifest import ManifestInfo
 from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
+from diagnose.render.gain import gain_words
 from diagnose.render.markdown.gfm import code, fenced, text
 from diagnose.render.markdown.gfm import table as _table
 from diagnose.render.units import bound_words, fmt_value, pid_text, utc_datetime
@@ -84,6 +85,10 @@ class MarkdownRenderer(Renderer):
         out = [f"# {_verdict_words(a)}: {who} ({text(short)})", "", f"> {text(v.headline)}", ""]
         if v.remedy:
             out += [f"**First remedy:** {text(v.remedy)}.", ""]
+            gain = gain_words(v.gains[0]) if v.gains and v.gains[0].remedy == v.remedy else None
+            if gain:
+                out += [f"**Predicted gain** of the first remedy: {text(gain)}. Check it once applied: "
+                        "`diagnose compare THIS_BUNDLE NEW_BUNDLE --change \"what changed\"`.", ""]
         if v.dedicated is not None:
             own = v.dedicated
             out += [f"**On dedicated cores** (the account without its waits for a core): {own.quadrant.value}"

@@ -69,7 +69,7 @@ def _kept_traces(sink: span_hooks.SpanSink, fraction: float, seed: int) -> dict[
     _traces(_provider(seed), 400)
     by_trace: dict[int, int] = defaultdict(int)
     for span in sink.take_finished():
-        by_trace[span.context.trace_id] += 1
+        by_trace[span_hooks.trace_id_of(span)] += 1
     return dict(by_trace)
 
 

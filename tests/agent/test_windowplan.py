@@ -54,3 +54,45 @@ def test_a_window_is_cut_once_the_targets_cpu_would_pass_its_event_budget():
     # a small-ops loop measured at 400k events per CPU-second: the cut comes at its planned size
     fast = [WindowStats(0.05, 20_000, 0.02, 0.008, 0.05)]
     assert cpu_cap_s(fast) == pytest.approx(SAFETY * STALL_BUDGET_S / (0.02 / 20_000) / 400_000)
+
+
+def _simulate(capture_s: float, wanted_s: float, events_per_s: float) -> list[tuple[float, float]]:
+    """(start s, window s) of the windows the plan gives a capture of ``capture_s``, each window's
+    holds ~18 us an event."""
+    done: list[WindowStats] = []
+    plan: list[tuple[float, float]] = []
+    t, first = 0.0, None
+    while (nxt := next_window(done, wanted_s, t - first if first is not None else 0.0, capture_s)) is not None:
+        t += nxt.gap_s
+        if t + nxt.window_s > capture_s:
+            break
+        first = t if first is None else first
+        events = int(nxt.window_s * events_per_s)
+        done.append(WindowStats(nxt.window_s, events, events * 10e-6, events * 8e-6))
+        plan.append((t, nxt.window_s))
+        t += nxt.window_s + events * 18e-6
+    return plan
+
+
+@pytest.mark.parametrize("capture_s, events_per_s", [(12.0, 20_000), (12.0, 400_000), (60.0, 2_000), (600.0, 20_000)])
+def test_the_windows_stay_within_the_duty_share_spread_through_the_capture(capture_s, events_per_s):
+    """Issue 24: a 10 s window in a 10 s capture profiled all of it, and every op of the target paid
+    the profiler the whole time (1.4x the demo model's CPU). Now at most DUTY_SHARE of the capture,
+    whatever --torch-window asks, and the windows reach its last part."""
+    from diagnose.agent.inproc.windowplan import DUTY_SHARE, duty_budget_s
+
+    plan = _simulate(capture_s, 10.0, events_per_s)
+    assert len(plan) >= 3
+    assert sum(w for _, w in plan) <= DUTY_SHARE * capture_s + 1e-9 == duty_budget_s(60.0, capture_s) + 1e-9
+    for i, (start, window) in enumerate(plan[1:], 1):  # the running share, from the first start on
+        assert sum(w for _, w in plan[:i + 1]) <= DUTY_SHARE * (start + window) + 1e-9, plan
+    assert plan[-1][0] >= 0.5 * capture_s, plan  # not bunched at the start
+
+
+def test_without_a_capture_length_only_the_running_share_limits_the_windows():
+    from diagnose.agent.inproc.windowplan import DUTY_SHARE
+
+    done = [WindowStats(0.002, 20, 0.0005, 0.0008), WindowStats(0.016, 200, 0.002, 0.002)]
+    nxt = next_window(done, 10.0, elapsed_s=0.6)
+    assert nxt.window_s == pytest.approx(0.128)
+    assert nxt.gap_s == pytest.approx((0.018 + 0.128) / DUTY_SHARE - 0.6 - 0.128)

@@ -4,7 +4,9 @@ With NVTX on, Nsight Systems shows each service stage beside the GPU kernels it 
 torch mirror on (only while a torch profiler window runs), the torch trace carries the stage names
 so kernels can be attributed to stages. NVTX ranges are process-wide start/end ranges (domain
 "diagnose"), not push/pop, because a span may end on another thread than the one that started it.
-Called from the span processor, i.e. the application's threads: never raises.
+Called from the span processor, i.e. the application's threads: never raises. While nothing is
+mirrored (no NVTX, no torch window running) the processor calls neither method (``active`` and
+``open`` are read as plain attributes, no lock): the lock is taken only by spans that are mirrored.
 """
 from __future__ import annotations
 
@@ -19,16 +21,22 @@ NVTX_DOMAIN = "diagnose"
 class Bridge:
     def __init__(self, nvtx_module: Any = None):
         self.nvtx = nvtx_module
-        self.torch_on = False
-        self._open: dict[int, tuple[Any, Any]] = {}
+        self.active = nvtx_module is not None  # whether a span starting now is mirrored
+        self._torch_on = False
+        self.open: dict[int, tuple[Any, Any]] = {}  # span id -> (NVTX handle, record_function): exit() pops
         self._lock = threading.Lock()
 
     @property
-    def active(self) -> bool:
-        return self.nvtx is not None or self.torch_on
+    def torch_on(self) -> bool:
+        return self._torch_on
+
+    @torch_on.setter
+    def torch_on(self, on: bool) -> None:
+        self._torch_on = on
+        self.active = self.nvtx is not None or on
 
     def enter(self, span: Any) -> None:
-        if len(self._open) >= MAX_MIRRORED or not self.active:
+        if len(self.open) >= MAX_MIRRORED or not self.active:
             return
         try:
             handle = self.nvtx.start_range(message=span.name, domain=NVTX_DOMAIN) if self.nvtx else None
@@ -37,13 +45,15 @@ class Bridge:
                 rf = sys.modules["torch"].autograd.profiler.record_function(span.name)
                 rf.__enter__()
             with self._lock:
-                self._open[span.context.span_id] = (handle, rf)
+                self.open[span.context.span_id] = (handle, rf)
         except Exception:  # mirroring is best effort; the application's span must go on
             pass
 
     def exit(self, span: Any) -> None:
+        if not self.open:  # nothing mirrored: no lock
+            return
         with self._lock:
-            handle, rf = self._open.pop(span.context.span_id, (None, None))
+            handle, rf = self.open.pop(span.context.span_id, (None, None))
         try:
             if rf is not None:
                 rf.__exit__(None, None, None)
@@ -58,12 +68,12 @@ class Bridge:
         The spans stay open for NVTX; their later exit finds no torch range."""
         self.torch_on = False
         with self._lock:
-            ranges = [(sid, h, rf) for sid, (h, rf) in self._open.items() if rf is not None]
+            ranges = [(sid, h, rf) for sid, (h, rf) in self.open.items() if rf is not None]
             for sid, handle, _ in ranges:
                 if handle is None:
-                    del self._open[sid]
+                    del self.open[sid]
                 else:
-                    self._open[sid] = (handle, None)
+                    self.open[sid] = (handle, None)
         for _, _, rf in ranges:
             try:
                 rf.__exit__(None, None, None)
@@ -73,7 +83,7 @@ class Bridge:
     def reset(self) -> None:
         """After fork: forget the parent's open ranges."""
         self._lock = threading.Lock()
-        self._open = {}
+        self.open = {}
         self.torch_on = False
 
 

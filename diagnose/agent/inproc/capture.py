@@ -38,7 +38,15 @@ from diagnose.agent.inproc import spans as span_hooks
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.records import SpanCounts, count_record
 from diagnose.agent.inproc.torchwin import DEFAULT_WINDOW_S, MAX_WINDOW_S, TorchWindow, torch_unavailable_reason
-from diagnose.agent.inproc.windowplan import STALL_BUDGET_S, STALL_SHARE, WindowStats, cpu_cap_s, next_window
+from diagnose.agent.inproc.windowplan import (
+    DUTY_SHARE,
+    STALL_BUDGET_S,
+    STALL_SHARE,
+    WindowStats,
+    cpu_cap_s,
+    duty_budget_s,
+    next_window,
+)
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import GC, SPANS, TORCH
 
@@ -97,6 +105,7 @@ class CaptureSession:
         self.bridge = bridge
         self.parts = {"torch": Part(), "spans": Part(), "gc": Part()}
         self.started_ns = time.time_ns()
+        self._started_at = time.monotonic()
         self.ended_ns: int | None = None
         self.error: str | None = None
         self._stop = threading.Event()
@@ -177,7 +186,7 @@ class CaptureSession:
     def _schedule_torch(self, now: float) -> None:
         """Plan the next window from the ones done (diagnose/agent/inproc/windowplan.py)."""
         elapsed = now - self._torch_first_at if self._torch_first_at is not None else 0.0
-        nxt = next_window(self._torch_windows, self.request.torch_window_s, elapsed)
+        nxt = next_window(self._torch_windows, self.request.torch_window_s, elapsed, self.request.duration_s)
         if nxt is None:
             self._torch_next = None
             return
@@ -253,12 +262,13 @@ class CaptureSession:
         finally:
             self.phase = "capturing"
         self._end_torch_mirror()
-        self._writer.stream(TORCH.name).write(record)
         if not record["error"]:
             self._torch_windows.append(WindowStats((record["stopping_ns"] - record["start_ns"]) / 1e9,
                                                    int(record["events"] or 0), record["stop_s"], record["export_s"],
                                                    record["cpu_s"]))
             self._torch_cut_early += bool(record.get("cut_by_cpu"))
+            record.update(self._duty())
+        self._writer.stream(TORCH.name).write(record)
         part = self.parts["torch"]
         if record["error"]:
             part.state, part.reason = FAILED, f"torch window {len(self._torch_windows) + 1} failed: {record['error']}"
@@ -276,9 +286,20 @@ class CaptureSession:
                          "a torch op begun in the window (finalizing earlier could crash the target); the "
                          "window is discarded when it ends"}
 
+    def _duty(self) -> dict[str, Any]:
+        """The profiled share so far: the windows' time over the time since the capture started."""
+        profiled = sum(w.window_s for w in self._torch_windows)
+        elapsed = max(time.monotonic() - self._started_at, 1e-9)
+        return {"profiled_s_total": round(profiled, 4), "capture_elapsed_s": round(elapsed, 3),
+                "profiled_share_pct": round(100 * profiled / elapsed, 2)}
+
     def _torch_counts(self) -> dict[str, Any]:
         ws = self._torch_windows
-        return {"torch_traces": len(ws), "torch_window_s": round(sum(w.window_s for w in ws), 3),
+        duty = {"torch_profiled_share_pct": self._duty()["profiled_share_pct"],
+                "torch_duty_budget_pct": DUTY_SHARE * 100,
+                "torch_profiled_budget_s": round(duty_budget_s(self.request.torch_window_s,
+                                                               self.request.duration_s), 3)}
+        return {**duty, "torch_traces": len(ws), "torch_window_s": round(sum(w.window_s for w in ws), 3),
                 "torch_events": sum(w.events for w in ws),
                 "torch_hold_max_ms": round(1e3 * max((w.hold_s for w in ws), default=0.0), 1),
                 "torch_hold_total_ms": round(1e3 * sum(w.total_hold_s for w in ws), 1),
@@ -308,7 +329,7 @@ class CaptureSession:
         held_from = time.thread_time()
         while sink.finished:
             t0 = time.thread_time()
-            kept, left_out = span_hooks.split_kept(sink.take(BATCH_SPANS), budget.bound, self._span_counts.reject)
+            kept, left_out = span_hooks.split_kept(sink.take(BATCH_SPANS), budget.bound)
             self._spans_left_out += left_out
             t1 = time.thread_time()
             written = self._write_spans(stream, kept)
@@ -341,12 +362,14 @@ class CaptureSession:
         self._spans_end_ns = time.time_ns()  # no span is queued after this
         self._gc.remove()
         self._end_torch(TORCH_STOP_WAIT_S)
+        if self._torch_windows:  # the profiled share of the whole capture, not of its time to the last window
+            self.parts["torch"].counts = self._torch_counts()
         self.phase = "writing queued spans"
         self._drain(STOP_DRAIN_S)
         self._spans_discarded = self._sink.discard_queued()
         still_open = self._sink.take_open()
         if still_open and self.request.spans:
-            kept = span_hooks.split_kept(still_open, self._span_budget.bound, self._span_counts.reject)[0]
+            kept = span_hooks.split_kept(still_open, self._span_budget.bound)[0]
             self._write_spans(self._writer.stream(SPANS.name), kept)
         self._writer.close()
         self.parts["spans"].counts = self._spans_json(time.time_ns())

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from diagnose.agent.inproc.records import SpanRejected, bound_events, make_record
+from diagnose.agent.inproc.records import MAX_ATTRIBUTES, MAX_EVENTS, SpanRejected, bound_events, make_record
 from diagnose.agent.inproc.spanbudget import KEEP_ALL, KEY_MASK
 
 MAX_QUEUED_SPANS = 100_000
@@ -32,14 +33,17 @@ MAX_DROP_RANGES = 32  # beyond it the last range grows over the spans kept in be
 
 
 class SpanSink:
-    """Spans of one capture: finished ones queued, open ones tracked for the end of the window.
+    """Spans of one capture: finished ones queued (as entries, see ``compact``), open ones tracked
+    for the end of the window.
 
     ``bound``: a span is queued only when its trace's key is below it (spanbudget.py; the capture
-    thread lowers it, the hook only reads it); the others are counted in ``sampled_out``. A span
-    ending while the queue is full is dropped and counted; ``drop_ranges`` holds the [first, last]
-    end time (Unix ns) of each run of drops, so the analysis knows which stretches of the window its
-    spans do not cover (diagnose/signals/spans/coverage.py). Counters are plain ints bumped under
-    the GIL (no switch point inside ``+=`` on CPython 3.10+); ``taken`` is the capture thread's."""
+    thread lowers it, the hook only reads it); the others are counted in ``sampled_out`` and cost
+    nothing more: the decision comes before any copy. A span ending while the queue is full is
+    dropped and counted; ``drop_ranges`` holds the [first, last] end time (Unix ns) of each run of
+    drops, so the analysis knows which stretches of the window its spans do not cover
+    (diagnose/signals/spans/coverage.py). Counters are plain ints bumped under the GIL (no switch
+    point inside ``+=`` on CPython 3.10+); ``taken`` is the capture thread's. No lock: every
+    shared write is one dict, deque or attribute operation."""
 
     def __init__(self) -> None:
         self.finished: deque = deque()
@@ -52,10 +56,11 @@ class SpanSink:
         self.taken = 0
         self.drop_ranges: list[list[int]] = []
         self._dropping = False
+        self._service: tuple[Any, Any] = (None, None)  # (resource, its service.name): one tuple, swapped whole
 
     def started(self, span: Any) -> None:
         """Hot path (the application's thread). Keyed by span id: the SDK hands ``on_end`` a new
-        ReadableSpan, not the object ``on_start`` got."""
+        ReadableSpan, not the object ``on_start`` got. Only spans of kept traces are tracked."""
         try:
             ctx = span.context
             if ctx.trace_id & KEY_MASK < self.bound and len(self.open) < MAX_OPEN_SPANS:
@@ -64,7 +69,8 @@ class SpanSink:
             self.unreadable_starts += 1
 
     def ended(self, span: Any) -> None:
-        """Hot path (the application's thread): O(1), no conversion, never raises."""
+        """Hot path (the application's thread): O(1), never raises. A kept span is copied into an
+        entry of plain values (``compact``): the ReadableSpan and its ten GC-tracked parts die here."""
         try:
             ctx = span.context
             if self.open:
@@ -72,15 +78,25 @@ class SpanSink:
             if ctx.trace_id & KEY_MASK >= self.bound:
                 self.sampled_out += 1
                 return
+            if len(self.finished) >= MAX_QUEUED_SPANS:
+                self.dropped += 1
+                self._note_drop(getattr(span, "end_time", None))
+                return
+            entry = compact(span, ctx, self._service_of(span))
         except (AttributeError, TypeError):
             self.unreadable += 1
             return
-        if len(self.finished) < MAX_QUEUED_SPANS:
-            self.finished.append(span)
-            self._dropping = False
-        else:
-            self.dropped += 1
-            self._note_drop(getattr(span, "end_time", None))
+        self.finished.append(entry)
+        self._dropping = False
+
+    def _service_of(self, span: Any) -> Any:
+        """The span's ``service.name``, looked up once per resource (a provider has one)."""
+        resource = getattr(span, "resource", None)
+        cached = self._service
+        if cached[0] is not resource:
+            cached = (resource, _service_name(resource))
+            self._service = cached
+        return cached[1]
 
     @property
     def seen(self) -> int:
@@ -99,16 +115,16 @@ class SpanSink:
             ranges.append([end_ns, end_ns])
         self._dropping = True
 
-    def take(self, limit: int) -> list[Any]:
-        """At most ``limit`` queued spans, oldest first (the capture thread)."""
-        out: list[Any] = []
+    def take(self, limit: int) -> list[tuple]:
+        """At most ``limit`` queued entries, oldest first (the capture thread)."""
+        out: list[tuple] = []
         queue = self.finished
         for _ in range(min(limit, len(queue))):
             out.append(queue.popleft())
         self.taken += len(out)
         return out
 
-    def take_finished(self) -> list[Any]:
+    def take_finished(self) -> list[tuple]:
         return self.take(len(self.finished))
 
     def discard_queued(self) -> int:
@@ -117,16 +133,91 @@ class SpanSink:
         n = 0
         self._dropping = False
         while self.finished:
-            span = self.finished.popleft()
+            entry = self.finished.popleft()
             n += 1
-            self._note_drop(getattr(span, "end_time", None))
+            self._note_drop(entry[END])
         self.dropped += n
         self._dropping = False
         return n
 
-    def take_open(self) -> list[Any]:
+    def take_open(self) -> list[tuple]:
+        """Entries of the spans still open (no end time), and forget them all."""
         spans, self.open = list(self.open.values()), {}
-        return [s for s in spans if getattr(s, "end_time", None) is None]
+        out = []
+        for span in spans:
+            try:
+                if span.end_time is None:
+                    out.append(compact(span, span.context, self._service_of(span)))
+            except (AttributeError, TypeError):
+                self.unreadable_starts += 1
+        return out
+
+
+# An entry: the fields of one span the record needs, as one flat tuple of plain values (ints, strings;
+# the attributes inline as key, value, key, value, ... from ATTRIBUTES on), so that the collector's
+# first look at it stops tracking it: it untracks a tuple only when nothing in it may be tracked, and
+# a nested tuple is looked at after its holder (one collection per level, meanwhile promoted). A
+# queued ReadableSpan kept ten tracked objects alive until the capture thread took it: they
+# survived into the oldest generation, and at ~10 spans/ms brought a full collection of the
+# target's heap (0.1 s with torch imported) every few hundred ms (benchmarks/agent_hook_cost.py).
+# Events (rare) and sequence values stay nested.
+TRACE_ID, SPAN_ID, PARENT_ID, NAME, KIND, START, END, STATUS, SERVICE, EVENTS, ATTRIBUTES = range(11)
+
+
+def compact(span: Any, ctx: Any, service: Any) -> tuple:
+    """``span`` (the SDK's ReadableSpan or Span) -> an entry. Raises AttributeError or TypeError
+    for a foreign span type."""
+    parent = span.parent
+    kind, status = span.kind, span.status
+    return (ctx.trace_id, ctx.span_id, parent.span_id if parent is not None else None, span.name,
+            getattr(kind, "_name_", kind), span.start_time, span.end_time,
+            getattr(status.status_code, "_name_", "UNSET") if status is not None else "UNSET",
+            service, _event_items(span), *_attribute_items(span))
+
+
+def _flat_items(mapping: Any) -> Any:
+    """A mapping's first MAX_ATTRIBUTES items as key, value, key, value, ... (nothing for None)."""
+    if not mapping:
+        return ()
+    items = mapping.items() if len(mapping) <= MAX_ATTRIBUTES else itertools.islice(mapping.items(), MAX_ATTRIBUTES)
+    return itertools.chain.from_iterable(items)
+
+
+def _attribute_items(span: Any) -> Any:
+    # the SDK's BoundedAttributes keeps a plain dict: read in C, where the public mapping proxy
+    # goes item by item through Python (2.3 vs 0.3 us for two attributes)
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return _flat_items(inner if type(inner) is dict else span.attributes)
+
+
+def _event_items(span: Any) -> tuple:
+    raw = getattr(span, "_events", None)
+    if raw is not None and not raw:  # the SDK's BoundedList, empty: the common case
+        return ()
+    events = span.events
+    if not events:
+        return ()
+    return tuple((e.name, e.timestamp, tuple(_flat_items(e.attributes))) for e in tuple(events)[:MAX_EVENTS])
+
+
+def _service_name(resource: Any) -> Any:
+    attributes = getattr(resource, "attributes", None)
+    return attributes.get("service.name") if attributes is not None else None
+
+
+def _pairs(flat: Any) -> dict[str, Any]:
+    it = iter(flat)
+    return dict(zip(it, it))
+
+
+def entry_record(entry: tuple) -> dict[str, Any]:
+    """An entry -> SPANS record. Raises SpanRejected."""
+    return make_record(
+        trace_id=entry[TRACE_ID], span_id=entry[SPAN_ID], parent_span_id=entry[PARENT_ID], name=entry[NAME],
+        kind=entry[KIND], start_ns=entry[START], end_ns=entry[END], status=entry[STATUS],
+        attributes=_pairs(entry[ATTRIBUTES:]), events=bound_events((n, t, _pairs(a)) for n, t, a in entry[EVENTS]),
+        service=entry[SERVICE], source="agent",
+    )
 
 
 class SpanHooks:
@@ -153,12 +244,12 @@ def _processor_class() -> type:
             sink, bridge = HOOKS.sink, HOOKS.bridge
             if sink is not None:
                 sink.started(span)
-            if bridge is not None:
+            if bridge is not None and bridge.active:
                 bridge.enter(span)
 
         def on_end(self, span) -> None:
             sink, bridge = HOOKS.sink, HOOKS.bridge
-            if bridge is not None:
+            if bridge is not None and bridge.open:
                 bridge.exit(span)
             if sink is not None:
                 sink.ended(span)
@@ -207,54 +298,40 @@ def is_attached() -> bool:
 
 
 def span_record(span: Any) -> dict[str, Any]:
-    """ReadableSpan (opentelemetry-sdk) -> SPANS record. Raises SpanRejected."""
-    ctx = span.context
-    parent = span.parent
-    resource = getattr(span, "resource", None)
-    service = resource.attributes.get("service.name") if resource is not None else None
-    status = getattr(span, "status", None)
-    return make_record(
-        trace_id=ctx.trace_id, span_id=ctx.span_id,
-        parent_span_id=parent.span_id if parent is not None else None,
-        name=span.name, kind=getattr(span.kind, "name", span.kind),
-        start_ns=span.start_time, end_ns=span.end_time,
-        status=getattr(getattr(status, "status_code", None), "name", "unset"),
-        attributes=span.attributes,
-        events=bound_events((e.name, e.timestamp, e.attributes) for e in (span.events or ())),
-        service=service, source="agent",
-    )
+    """ReadableSpan (opentelemetry-sdk) -> SPANS record. Raises SpanRejected, or AttributeError or
+    TypeError for a foreign span type."""
+    return entry_record(compact(span, span.context, _service_name(getattr(span, "resource", None))))
 
 
-def split_kept(spans: list[Any], bound: int, on_reject: Callable[[str], None]) -> tuple[list[tuple[int, Any]], int]:
-    """``(trace key, span)`` of the spans whose trace key is below ``bound`` (spanbudget.py), and
-    how many it left out (queued under a higher fraction: never converted). A span without the
-    SDK's context goes to ``on_reject``."""
-    kept: list[tuple[int, Any]] = []
+def trace_id_of(entry: tuple) -> int:
+    return entry[TRACE_ID]
+
+
+def split_kept(entries: list[tuple], bound: int) -> tuple[list[tuple[int, tuple]], int]:
+    """``(trace key, entry)`` of the entries whose trace key is below ``bound`` (spanbudget.py),
+    and how many it left out (queued under a higher fraction: never converted)."""
+    kept: list[tuple[int, tuple]] = []
     left_out = 0
-    for span in spans:
-        try:
-            key = span.context.trace_id & KEY_MASK
-        except (AttributeError, TypeError) as exc:  # a foreign span type
-            on_reject(f"unreadable:{type(exc).__name__}")
-            continue
+    for entry in entries:
+        key = entry[TRACE_ID] & KEY_MASK
         if key < bound:
-            kept.append((key, span))
+            kept.append((key, entry))
         else:
             left_out += 1
     return kept, left_out
 
 
-def convert(spans: list[tuple[int, Any]], on_record: Callable[[dict[str, Any], int], None],
+def convert(entries: list[tuple[int, tuple]], on_record: Callable[[dict[str, Any], int], None],
             on_reject: Callable[[str], None]) -> None:
-    """``on_record(record, key)`` for each ``(key, span)``; ``on_reject(counter key)`` for a span
-    that cannot be a record."""
-    for key, span in spans:
+    """``on_record(record, key)`` for each ``(key, entry)``; ``on_reject(counter key)`` for an
+    entry that cannot be a record."""
+    for key, entry in entries:
         try:
-            record = span_record(span)
+            record = entry_record(entry)
         except SpanRejected as exc:
             on_reject(exc.args[0])
             continue
-        except (AttributeError, TypeError, ValueError) as exc:  # a foreign span type
+        except (AttributeError, TypeError, ValueError) as exc:  # values of a foreign span type
             on_reject(f"unreadable:{type(exc).__name__}")
             continue
         on_record(record, key)

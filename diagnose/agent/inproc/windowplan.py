@@ -9,6 +9,14 @@ MAX_GROWTH-fold (and shrinking when a hold came close to the budget), and the ne
 until the holds so far stay under STALL_SHARE of the time. Windows repeat until ``wanted_s`` of
 profiled time is recorded, MAX_WINDOWS ran, or the capture ends. Pure and standard library only
 (runs inside the target).
+
+The holds are not the whole cost: while a window is on, every op of the target pays the profiler,
+so the windows together may be on for at most DUTY_SHARE of the capture (the duty cycle): each
+window is at most DUTY_SHARE x capture / SPREAD_WINDOWS long, and the next starts only once the
+profiled time so far, that window included, stays within DUTY_SHARE of the time since the first
+started; so the windows come evenly through the capture rather than profiling it whole (a 10 s
+window in a 10 s capture did). Once they stop growing, windows start at least capture / MAX_WINDOWS
+apart, so that those the hold budget keeps short also reach the end of the capture.
 """
 from __future__ import annotations
 
@@ -22,6 +30,14 @@ MIN_WINDOW_S = 0.002
 MAX_WINDOW_S = 10.0
 MIN_GAP_S = 0.5
 MAX_WINDOWS = 16  # the probe and fifteen more: past that a capture has the picture (each stop costs a hold)
+DUTY_SHARE = 0.05
+"""The most of the capture's time the torch windows may be on, together (0.05 = 5%). Measured on torch
+2.13 CPU (benchmarks/torch_window_cost.py, the agent's window settings): a window on costs every op
+~1 us, 1.41x the CPU of the demo's model per batch (8 rows, Mlp 256-256-10), 2.1x for a loop of tiny
+ops (a 4x64 matmul, add, relu), 1.06x for a 256x1024x1024 matmul. A target whose CPU is all in such
+ops loses share x (slowdown - 1) / (1 + share x (slowdown - 1)) of its throughput: ~2% for the
+demo's model and ~5% for the tiny ops at 5%, where 10% would take 4% and 10%."""
+SPREAD_WINDOWS = 8  # the duty budget of a capture in about this many windows, evenly apart
 DEFAULT_EVENTS_PER_CPU_S = 100_000.0  # until a window measured it (the llm demo decoding: ~55k per CPU-s)
 DEFAULT_HOLD_PER_EVENT_S = 30e-6  # the larger hold per event until measured (8-27 us to stop, 6-11 to export)
 MIN_MEASURED_EVENTS = 100
@@ -56,12 +72,18 @@ class Next:
     reason: str
 
 
-def next_window(done: list[WindowStats], wanted_s: float, elapsed_s: float = 0.0) -> Next | None:
-    """The next window, or None when ``wanted_s`` of profiled time is recorded or even the
-    shortest window held the target past the budget. ``elapsed_s``: time since the first window
-    started (s)."""
+def duty_budget_s(wanted_s: float, capture_s: float | None) -> float:
+    """The profiled time (s) a capture of ``capture_s`` may have: ``wanted_s`` within DUTY_SHARE."""
+    return wanted_s if capture_s is None else min(wanted_s, DUTY_SHARE * capture_s)
+
+
+def next_window(done: list[WindowStats], wanted_s: float, elapsed_s: float = 0.0,
+                capture_s: float | None = None) -> Next | None:
+    """The next window, or None when ``wanted_s`` of profiled time is recorded (within DUTY_SHARE
+    of ``capture_s``, the capture's length, when given) or even the shortest window held the target
+    past the budget. ``elapsed_s``: time since the first window started (s)."""
     profiled = sum(w.window_s for w in done)
-    left = wanted_s - profiled
+    left = duty_budget_s(wanted_s, capture_s) - profiled
     if left <= 1e-6:
         return None
     if not done:
@@ -71,16 +93,26 @@ def next_window(done: list[WindowStats], wanted_s: float, elapsed_s: float = 0.0
         return None
     if last.hold_s > STALL_BUDGET_S and last.window_s <= MIN_WINDOW_S * 1.01:
         return None
-    gap = max(MIN_GAP_S, sum(w.total_hold_s for w in done) / STALL_SHARE - elapsed_s)
     # the hold grows at most in proportion to the window (its fixed part does not grow at all), so
     # scaling the last window by budget / its hold keeps the next hold under the budget, unless the
     # op rate jumps: SAFETY leaves room for that, MAX_GROWTH limits how fast a cheap window grows
     factor = min(MAX_GROWTH, SAFETY * STALL_BUDGET_S / max(last.hold_s, 1e-4))
     window = min(left, MAX_WINDOW_S, max(MIN_WINDOW_S, last.window_s * factor))
+    duty_cap = DUTY_SHARE * capture_s / SPREAD_WINDOWS if capture_s is not None else MAX_WINDOW_S
+    by_duty = window > duty_cap
+    window = max(min(window, duty_cap), min(left, MIN_WINDOW_S))
+    # once the windows stopped growing, their starts come this far apart (not while they still grow:
+    # a long capture would otherwise wait minutes for a window worth reading)
+    grown = window <= last.window_s * 1.01
+    spread = capture_s / MAX_WINDOWS - last.window_s if capture_s is not None and grown else 0.0
+    gap = max(MIN_GAP_S, sum(w.total_hold_s for w in done) / STALL_SHARE - elapsed_s,
+              (profiled + window) / DUTY_SHARE - elapsed_s - window, spread)
     rate = last.events / last.window_s if last.window_s > 0 else 0.0
+    why = (f"to keep the windows within {DUTY_SHARE:.0%} of the capture in about {SPREAD_WINDOWS}" if by_duty
+           else f"to keep each hold under {STALL_BUDGET_S * 1e3:.0f} ms")
     return Next(window, gap, f"the last window recorded {last.events:,} events ({rate:,.0f}/s) and held the target "
-                             f"{last.hold_s * 1e3:.1f} ms: the next is {window * 1e3:.0f} ms, to keep each hold under "
-                             f"{STALL_BUDGET_S * 1e3:.0f} ms")
+                             f"{last.hold_s * 1e3:.1f} ms: the next is {window * 1e3:.0f} ms, {why}, "
+                             f"{gap:.1f} s after the last")
 
 
 def cpu_cap_s(done: list[WindowStats]) -> float:
@@ -101,5 +133,5 @@ def cpu_cap_s(done: list[WindowStats]) -> float:
     return max(MIN_MEASURED_CPU_S, SAFETY * STALL_BUDGET_S / per_event / max(rate, 1.0))
 
 
-__all__ = ["MIN_WINDOW_S", "PROBE_S", "STALL_BUDGET_S", "STALL_SHARE", "Next", "WindowStats", "cpu_cap_s",
-           "next_window"]
+__all__ = ["DUTY_SHARE", "MIN_WINDOW_S", "PROBE_S", "STALL_BUDGET_S", "STALL_SHARE", "Next", "WindowStats",
+           "cpu_cap_s", "duty_budget_s", "next_window"]

@@ -1,0 +1,145 @@
+"""Issue 24: the agent's span hook on the application's threads. A queued ReadableSpan kept ten
+GC-tracked objects alive until the capture thread took it; they reached the oldest generation and
+brought full collections of the target's heap (0.1 s each with torch imported). A kept span is now
+an entry of plain values, a sampled-out one costs a compare, and an idle bridge takes no lock.
+Real OpenTelemetry SDK spans, in process (a private TracerProvider)."""
+from __future__ import annotations
+
+import gc
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from diagnose.agent.inproc import spans as span_hooks
+from diagnose.agent.inproc.bridge import Bridge
+from diagnose.agent.inproc.records import MAX_STRING_CHARS
+from diagnose.agent.inproc.spanbudget import KEEP_ALL
+
+
+def _provider() -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(span_hooks._processor_class()())
+    return provider
+
+
+def _one_request(provider: TracerProvider) -> None:
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("POST /predict", kind=SpanKind.SERVER,
+                                      attributes={"http.request.method": "POST", "rows": 8}) as root:
+        with tracer.start_as_current_span("model.forward", attributes={"dims": (8, 256), "long": "x" * 5000}) as sp:
+            sp.add_event("first_token", {"index": 0})
+        root.set_status(Status(StatusCode.ERROR))
+
+
+class _NoLock:
+    def __enter__(self):
+        raise AssertionError("the bridge took its lock for a span it does not mirror")
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_kept_span_is_queued_as_plain_values_that_the_collector_stops_tracking():
+    sink = span_hooks.SpanSink()
+    span_hooks.HOOKS.sink = sink
+    try:
+        _one_request(_provider())
+    finally:
+        span_hooks.HOOKS.sink = None
+    entries = sink.take_finished()
+    assert len(entries) == 2 and not sink.open
+    records = {r["name"]: r for r in (span_hooks.entry_record(e) for e in entries)}
+    gc.collect()
+    # the server span (scalar attributes, no event) is not tracked once the collector looked at it: it
+    # is not promoted while queued; a sequence value and an event nest (one collection a level)
+    root_entry, child_entry = sorted(entries, key=lambda e: e[span_hooks.PARENT_ID] is not None)
+    assert not gc.is_tracked(root_entry) and gc.is_tracked(child_entry)
+    for _ in range(3):  # entry -> events -> event -> its attributes
+        gc.collect()
+    assert not gc.is_tracked(child_entry)
+    root, child = records["POST /predict"], records["model.forward"]
+    assert root["kind"] == "server" and root["status"] == "error" and root["parent_span_id"] is None
+    assert root["attributes"] == {"http.request.method": "POST", "rows": 8} and root["source"] == "agent"
+    assert child["parent_span_id"] == root["span_id"] and child["trace_id"] == root["trace_id"]
+    assert child["kind"] == "internal" and child["status"] == "unset"
+    assert child["attributes"]["dims"] == [8, 256] and len(child["attributes"]["long"]) == MAX_STRING_CHARS + 1
+    assert [(e["name"], e["attributes"]) for e in child["events"]] == [("first_token", {"index": 0})]
+    assert child["start_ns"] <= child["end_ns"] and root["start_ns"] <= child["start_ns"]
+
+
+def test_span_record_of_a_readable_span_is_the_record_of_its_entry():
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(span_hooks._processor_class()())
+    sink = span_hooks.SpanSink()
+    span_hooks.HOOKS.sink = sink
+    try:
+        _one_request(provider)
+    finally:
+        span_hooks.HOOKS.sink = None
+    by_id = {r["span_id"]: r for r in (span_hooks.entry_record(e) for e in sink.take_finished())}
+    for readable in exporter.get_finished_spans():
+        record = span_hooks.span_record(readable)
+        assert record == by_id[record["span_id"]] and record["service"] == "svc"
+
+
+def test_spans_of_traces_left_out_are_counted_and_nothing_is_kept():
+    sink = span_hooks.SpanSink()
+    sink.bound = 0  # head sampling keeps no trace
+    span_hooks.HOOKS.sink = sink
+    try:
+        for _ in range(50):
+            _one_request(_provider())
+    finally:
+        span_hooks.HOOKS.sink = None
+    assert sink.sampled_out == 100 and not sink.finished and not sink.open and sink.seen == 100
+
+
+def test_an_idle_bridge_is_never_called_and_takes_no_lock():
+    bridge = Bridge(None)
+    bridge._lock = _NoLock()
+    span_hooks.HOOKS.bridge, span_hooks.HOOKS.sink = bridge, span_hooks.SpanSink()
+    try:
+        _one_request(_provider())
+        assert not bridge.active and not bridge.open
+        bridge.torch_on = True  # a torch window runs: mirrored (torch is not imported here: nothing opens)
+        assert bridge.active
+        bridge.torch_on = False
+        assert not bridge.active
+    finally:
+        span_hooks.HOOKS.bridge, span_hooks.HOOKS.sink = None, None
+
+
+def test_open_spans_at_the_end_are_entries_without_an_end_time():
+    sink = span_hooks.SpanSink()
+    sink.bound = KEEP_ALL
+    span_hooks.HOOKS.sink = sink
+    tracer = _provider().get_tracer("test")
+    span = tracer.start_span("stuck", attributes={"a": 1})
+    try:
+        [entry] = span_hooks.split_kept(sink.take_open(), KEEP_ALL)[0]
+    finally:
+        span_hooks.HOOKS.sink = None
+        span.end()
+    record = span_hooks.entry_record(entry[1])
+    assert record["name"] == "stuck" and record["end_ns"] is None and record["attributes"] == {"a": 1}
+
+
+def test_the_torch_counts_say_what_share_of_the_capture_was_profiled(tmp_path):
+    from diagnose.agent.inproc.capture import CaptureRequest, CaptureSession
+    from diagnose.agent.inproc.windowplan import DUTY_SHARE, WindowStats
+
+    session = CaptureSession(1, CaptureRequest(tmp_path, 20.0, torch_window_s=10.0), tmp_path, None)
+    session._started_at -= 10.0  # ten seconds into the capture
+    session._torch_windows = [WindowStats(0.002, 20, 0.001, 0.001), WindowStats(0.198, 2000, 0.01, 0.01)]
+    counts = session._torch_counts()
+    assert counts["torch_duty_budget_pct"] == 100 * DUTY_SHARE
+    assert counts["torch_profiled_budget_s"] == DUTY_SHARE * 20.0  # not the 10 s asked for
+    assert counts["torch_profiled_share_pct"] == pytest.approx(2.0, abs=0.05)  # 0.2 s of 10 s
+    session._writer.close()

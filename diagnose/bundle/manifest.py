@@ -153,27 +153,31 @@ def manifest_problem(m: Any) -> str | None:
     """Why a decoded manifest cannot be used, or None. Only the shape analysis relies on."""
     if not isinstance(m, dict):
         return "not a JSON object"
-    if not isinstance(m.get("collectors", []), list):
+    collectors, target = m.get("collectors", []), m.get("target", {})
+    if not isinstance(collectors, list):
         return "'collectors' is not a list"
-    for c in m.get("collectors", []):
+    for c in collectors:
         if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             return "a collector entry has no name"
-        if not isinstance(c.get("state", "failed"), str) or c.get("state", "failed") not in {
-                s.value for s in CollectorState}:
-            return f"collector {c['name']!r} has an unknown state {c.get('state')!r}"
+        state = c.get("state", "failed")
+        if not isinstance(state, str) or state not in _STATES:
+            return f"collector {c['name']!r} has an unknown state {state!r}"
         if not isinstance(c.get("counts") or {}, dict):
             return f"collector {c['name']!r} has counts that are not an object"
     for key in ("started_ns", "ended_ns"):
         v = m.get(key)
         if v is not None and (not _is_int(v) or not 0 <= v < 2**63):
             return f"'{key}' is not a Unix time in ns"
-    if not isinstance(m.get("target", {}), dict):
+    if not isinstance(target, dict):
         return "'target' is not an object"
     if not _strings(m.get("command") or []):
         return "'command' is not a list of strings"
-    if not _strings((m.get("target") or {}).get("cmdline") or []):
+    if not _strings(target.get("cmdline") or []):
         return "'target.cmdline' is not a list of strings"
     return None
+
+
+_STATES = frozenset(s.value for s in CollectorState)
 
 
 def _strings(value: Any) -> bool:

@@ -5,7 +5,6 @@ import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
@@ -215,16 +214,10 @@ def worker_signals(profile: StackProfile, in_flight: Signal | None, reason: str)
     return out
 
 
-def _options(bundle: Bundle) -> dict[str, Any]:
-    o = bundle.manifest.get("options")
-    return o if isinstance(o, dict) else {}
-
-
 def window_rates(bundle: Bundle) -> list[WindowRate]:
     """The achieved rate of every readable py-spy window whose rate was asked, not assumed."""
-    asked = _options(bundle).get("pyspy_window_s")
-    default_s = (float(max(1, math.ceil(asked))) if isinstance(asked, (int, float)) and not isinstance(asked, bool)
-                 and 0 < asked < 86400 else None)
+    asked = bundle.info.options.pyspy_window_s
+    default_s = float(max(1, math.ceil(asked))) if asked is not None else None
     rates = [window_rate(w.record, w.segments, default_s) for w in pyspy_windows(bundle)
              if w.segments is not None and not w.record.rate_assumed]
     return [r for r in rates if r is not None]
@@ -232,24 +225,20 @@ def window_rates(bundle: Bundle) -> list[WindowRate]:
 
 def _requested_hz(bundle: Bundle) -> float | None:
     """The py-spy rate the user asked for (``--rate``, manifest options)."""
-    hz = _options(bundle).get("rate_hz")
-    return float(hz) if isinstance(hz, (int, float)) and not isinstance(hz, bool) and 0 < hz <= 100_000 else None
+    return bundle.info.options.rate_hz
 
 
 def _lowered_by(bundle: Bundle) -> str | None:
     """Why the overhead budget first lowered py-spy's rate (manifest ``budget.changes``), if it did."""
-    budget = bundle.manifest.get("budget")
-    changes = budget.get("changes") if isinstance(budget, dict) else None
-    for c in changes if isinstance(changes, list) else ():
-        if isinstance(c, dict) and "pyspy_hz" in c and isinstance(c.get("why"), str):
-            return str(c["why"])[:200]
-    return None
+    budget = bundle.info.budget
+    changes = budget.changes if budget is not None else ()
+    return next((c.why[:200] for c in changes if c.pyspy_hz is not None and c.why), None)
 
 
 def _option_period(bundle: Bundle) -> float | None:
     """The process collector's interval from the manifest options (bundles before ``period_s``)."""
-    hz = _options(bundle).get("process_hz")
-    return 1.0 / hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and 0.01 <= hz <= 1000 else None
+    hz = bundle.info.options.process_hz
+    return 1.0 / hz if hz is not None else None
 
 
 def pyspy_quality(windows: list[PyspyWindowRecord], bad: int, stack_segments: int = 0,

@@ -14,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from diagnose.bundle import write_private_text
 from diagnose.bundle.importers.base import Artifact, ImportContext, ImportFailed
 from diagnose.bundle.streams import PYSPY, PYSPY_WINDOWS
@@ -81,20 +83,50 @@ def raw_threads(text: str) -> dict[tuple[int, str], list[tuple[Stack, float]]]:
     return threads
 
 
+class _Frame(msgspec.Struct, frozen=True):
+    name: str = "?"
+    file: str | None = None
+    line: int | None = None
+
+
+class _Shared(msgspec.Struct, frozen=True):
+    frames: tuple[_Frame, ...] = ()
+
+
+class _Profile(msgspec.Struct, frozen=True):
+    type: str | None = None
+    unit: str | None = None
+    name: str | None = None
+    samples: tuple[tuple[int, ...], ...] = ()
+    weights: tuple[float, ...] = ()
+
+
+class _Speedscope(msgspec.Struct, frozen=True):
+    """What is read of a speedscope file (its published file-format schema; unknown fields ignored)."""
+
+    shared: _Shared = _Shared()
+    profiles: tuple[_Profile, ...] = ()
+
+
 def speedscope_threads(doc: dict[str, Any]) -> dict[tuple[int, str], list[tuple[Stack, float]]]:
-    frames = [(str(f.get("name", "?")), str(f.get("file") or ""), int(f.get("line") or 0))
-              for f in doc.get("shared", {}).get("frames", [])]
+    """Samples per (tid, thread name) of a speedscope document; raises ValueError when it does not
+    have the schema's shape (a frame name that is not a string, a sample that is not frame indices)."""
+    try:
+        ss = msgspec.convert(doc, _Speedscope)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"speedscope document: {exc}") from None
+    frames = [(f.name, f.file or "", f.line or 0) for f in ss.shared.frames]
     threads: dict[tuple[int, str], list[tuple[Stack, float]]] = {}
-    for i, prof in enumerate(doc.get("profiles", [])):
-        if prof.get("type") != "sampled":
-            raise ValueError(f"profile {i} is {prof.get('type')!r}; only sampled profiles (py-spy) are read")
-        scale = _UNIT_US.get(prof.get("unit"), 1e6 / ASSUMED_RATE_HZ)
-        m = _SS_THREAD.match(str(prof.get("name", "")))
+    for i, prof in enumerate(ss.profiles):
+        if prof.type != "sampled":
+            raise ValueError(f"profile {i} is {prof.type!r}; only sampled profiles (py-spy) are read")
+        scale = _UNIT_US.get(prof.unit or "", 1e6 / ASSUMED_RATE_HZ)
+        m = _SS_THREAD.match(prof.name or "")
         tid = (int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))) if m else i
-        name = (m.group(2) or m.group(1)) if m else str(prof.get("name", f"profile {i}"))
-        weights = prof.get("weights") or [1] * len(prof.get("samples", []))
-        threads[(tid, name)] = [(tuple(frames[j] for j in stack), float(w) * scale)
-                                for stack, w in zip(prof.get("samples", []), weights)]
+        name = (m.group(2) or m.group(1)) if m else (f"profile {i}" if prof.name is None else prof.name)
+        weights = prof.weights or (1.0,) * len(prof.samples)
+        threads[(tid, name)] = [(tuple(frames[j] for j in stack), w * scale)
+                                for stack, w in zip(prof.samples, weights)]
     return threads
 
 

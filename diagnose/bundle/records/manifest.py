@@ -124,8 +124,9 @@ class BudgetRates(Struct, frozen=True, kw_only=True):
 
 
 class BudgetChange(Struct, frozen=True, kw_only=True):
-    """One change of rates the budget made, and why."""
+    """One change of rates the budget made (the py-spy rate it set, when it set one), and why."""
 
+    pyspy_hz: int | float | None = None
     why: str = ""
 
 
@@ -137,6 +138,15 @@ class OverheadBudget(Struct, frozen=True, kw_only=True):
     asked: BudgetRates = field(default_factory=BudgetRates)
     final: BudgetRates = field(default_factory=BudgetRates)
     changes: tuple[BudgetChange, ...] = ()
+
+
+class CaptureOptionsInfo(Struct, frozen=True, kw_only=True):
+    """The options the capture ran with that the analysis reads (diagnose/collectors CaptureOptions):
+    py-spy's rate and window, the process collector's rate; a value outside what the CLI accepts is None."""
+
+    rate_hz: Annotated[float, Meta(gt=0, le=100_000)] | None = None
+    pyspy_window_s: Annotated[float, Meta(gt=0, lt=86_400)] | None = None
+    process_hz: Annotated[float, Meta(ge=0.01, le=1000)] | None = None
 
 
 class ManifestInfo(Struct, frozen=True, kw_only=True):
@@ -151,7 +161,7 @@ class ManifestInfo(Struct, frozen=True, kw_only=True):
     ended_ns: ManifestNs | None = None
     end_reason: Short | None = None
     partial: bool = False
-    options: dict[str, Any] = field(default_factory=dict)
+    options: CaptureOptionsInfo = field(default_factory=CaptureOptionsInfo)
     host: HostInfo = field(default_factory=HostInfo)
     cost: CaptureCost | None = None
     budget: OverheadBudget | None = None
@@ -229,6 +239,5 @@ def _struct_of(tp: Any) -> type[Struct] | None:
     return None
 
 
-__all__ = ["BudgetChange", "BudgetRates", "CaptureCost", "CollectorCounts", "CollectorEntry", "HostInfo",
-           "ManifestInfo", "OverheadBudget", "TargetInfo", "ToolInfo", "manifest_info",
-           "target_info"]
+__all__ = ["BudgetChange", "BudgetRates", "CaptureCost", "CaptureOptionsInfo", "CollectorCounts", "CollectorEntry",
+           "HostInfo", "ManifestInfo", "OverheadBudget", "TargetInfo", "ToolInfo", "manifest_info", "target_info"]

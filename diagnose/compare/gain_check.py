@@ -1,9 +1,12 @@
 """Predicted against measured: did the remedy applied between BASE and NEW gain what BASE's analysis
 predicted for it (diagnose/verdict/gain.py)? Pure: reads two Reports and their Comparison.
 
-Throughput is judged where BASE predicted one: the QPS ratio when NEW is still saturated; when NEW
-runs below capacity its QPS is the offered load (a lower bound), so the judged ratio is the capacity
-at the busiest thread (QPS x 100 / that thread's CPU demand %, run + run-queue) of NEW over BASE's.
+Throughput is judged where BASE predicted one: the QPS ratio when both captures are saturated (the
+busiest thread demanded most of a core and hardly waited for work); else one served the offered load
+and its QPS is no capacity, so the judged ratio is the capacity at the busiest thread (QPS / the share
+of its time spent on requests: waits for work and for a core left out) of NEW over BASE's. Whatever
+the outcome, it says what the remedy's term cost per request before and after (thread-ms), and the
+largest other change: whether the remedy removed what it was assumed to.
 Without a throughput prediction (BASE below capacity) the P50 ratio is judged. The measured ratio
 counts as within the band when its noise interval (the QPS or P50 noise band of the comparison,
 compare/noise.py) overlaps the predicted band.
@@ -17,10 +20,11 @@ import msgspec
 
 from diagnose.compare.diff import Comparison
 from diagnose.model import Report
-from diagnose.results.gain import Band, PredictedGain
-from diagnose.verdict.gain import SATURATED_PCT, gain_for
+from diagnose.results.gain import Band, BusiestThread, PredictedGain
+from diagnose.verdict.gain import NOT_BUSY, SATURATED_PCT, busy_fraction, gain_for
 
 STARVED_SHARE = 0.2  # NEW waited for a core this share of its thread-time: its host set the pace
+WAITING_MAX = 0.05  # the busiest thread waited for work under this share: saturated
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,56 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(b / a, 3) if a and b is not None and a > 0 else None
 
 
+def _busiest(r: Report) -> BusiestThread | None:
+    acc = next((a for a in r.analysis.accounts if a.resource == "threads"), None)
+    return acc.busiest if acc is not None else None
+
+
+def _saturated(r: Report) -> bool:
+    """The busiest thread demanded most of a core and hardly waited for work: QPS is its capacity."""
+    b, demand = _busiest(r), _value(r, "cpu.max_thread_demand_pct") or _value(r, "cpu.max_thread_util_pct")
+    waiting = (b.kinds.get("idle.work", 0.0) + b.kinds.get("handoff", 0.0)) if b is not None else 1.0
+    return demand is not None and demand >= SATURATED_PCT and waiting < WAITING_MAX
+
+
 def _capacity(r: Report) -> float | None:
-    """QPS at which the busiest thread would run a whole core (its demand now, run + run-queue)."""
-    qps = _value(r, "spans.qps")
-    demand = _value(r, "cpu.max_thread_demand_pct") or _value(r, "cpu.max_thread_util_pct")
-    return qps * 100.0 / demand if qps and demand else None
+    """QPS at which the busiest thread would spend all its time on requests: QPS / its busy share
+    (verdict/gain.py busy_fraction: waits for work and for a core left out)."""
+    qps, b = _value(r, "spans.qps"), _busiest(r)
+    busy = busy_fraction(b) if b is not None else 0.0
+    return qps / busy if qps and busy > 0 else None
+
+
+def _per_request_ms(r: Report, kind: str) -> float | None:
+    """Thread-ms per request the threads account holds for ``kind`` (its own term)."""
+    acc = next((a for a in r.analysis.accounts if a.resource == "threads"), None)
+    qps, b = _value(r, "spans.qps"), _busiest(r)
+    if acc is None or not qps or b is None or b.sampled_s <= 0:
+        return None
+    seconds = sum(t.seconds for t in acc.terms if t.kind == kind)
+    return 1000.0 * seconds / (qps * b.sampled_s)
+
+
+def _per_request(base: Report, new: Report, g: PredictedGain) -> str:
+    """What the term cost per request before and after, and the largest other change."""
+    kind = g.term.rsplit(">", 1)[-1]
+    a, b = _per_request_ms(base, kind), _per_request_ms(new, kind)
+    if a is None or b is None or a <= 0:
+        return ""
+    removed = f"removed {1 - b / a:.0%}" if b <= a else f"grew {b / a - 1:.0%}"
+    assumed = f", assumed {g.removed.low:.0%}-{g.removed.high:.0%}" if g.removed else ""
+    out = f"per request the threads spent {a:.2f} -> {b:.2f} ms on {kind} ({removed}{assumed})"
+    acc = next((x for x in base.analysis.accounts if x.resource == "threads"), None)
+    others = []
+    for t in acc.terms if acc is not None else ():
+        if t.kind != kind and ">" not in t.kind and t.kind not in NOT_BUSY:
+            x, y = _per_request_ms(base, t.kind), _per_request_ms(new, t.kind)
+            if x is not None and y is not None:
+                others.append((abs(x - y), t.kind, x, y))
+    if others:
+        _, k, x, y = max(others)
+        out += f"; the largest other change: {k} {x:.2f} -> {y:.2f} ms"
+    return out
 
 
 def _rel_noise(comp: Comparison, key: str) -> float | None:
@@ -96,7 +145,7 @@ def _share(r: Report, kind: str) -> float | None:
     return sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == base)
 
 
-def _why(outcome: str, base: Report, new: Report, g: PredictedGain, lower_bound: bool) -> str:
+def _why(outcome: str, base: Report, new: Report, g: PredictedGain) -> str:
     """Why the measurement left the band, from what NEW's own analysis shows."""
     if outcome == "held":
         return "the measured gain falls within the predicted band"
@@ -114,8 +163,6 @@ def _why(outcome: str, base: Report, new: Report, g: PredictedGain, lower_bound:
     if (nv.quadrant, nv.layer) != (bv.quadrant, bv.layer):
         reasons.append(f"the limit moved: NEW reads {nv.quadrant.value}" + (f" / {nv.layer.value} layer" if nv.layer
                                                                           else ""))
-    if outcome == "fell short" and lower_bound:
-        reasons.append("NEW served the offered load: its QPS is a lower bound of its capacity")
     if outcome == "beat":
         reasons.append("the remedy cut more than its term (other terms shrank too, or the next bottleneck is "
                        "further off than the thread table showed)")
@@ -130,13 +177,12 @@ def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) 
     p99_x = _ratio(_value(base, "spans.p99_ms"), _value(new, "spans.p99_ms"))
     if g is None:
         return GainCheck(change, chosen, None, None, "", None, None, qps_x, p50_x, p99_x, "cannot tell", chosen)
-    new_demand = _value(new, "cpu.max_thread_demand_pct") or _value(new, "cpu.max_thread_util_pct")
-    below = new_demand is not None and new_demand < SATURATED_PCT
+    both = _saturated(base) and _saturated(new)
     if g.throughput_x is not None:
         cap_x = _ratio(_capacity(base), _capacity(new))
-        measured, basis = (cap_x, f"capacity at the busiest thread (QPS x 100 / its CPU demand: NEW ran "
-                                  f"{new_demand:.0f}% of a core, below capacity)") if below and cap_x else (
-                           qps_x, "QPS (NEW saturated)" if not below else "QPS")
+        measured, basis = (qps_x, "QPS (both saturated)") if both or cap_x is None else (
+            cap_x, "capacity at the busiest thread (QPS / its busy share: "
+                   f"{'NEW' if _saturated(base) else 'BASE'} waited for work, so its QPS is the offered load)")
         metric, noise, band, higher = "throughput", _rel_noise(comp, "qps"), g.throughput_x, True
     elif g.p50_x is not None:
         metric, measured, basis = "p50", p50_x, "request latency P50 (spans)"
@@ -148,8 +194,8 @@ def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) 
         return GainCheck(change, chosen, g, metric, basis, None, noise, qps_x, p50_x, p99_x, "cannot tell",
                          f"{metric} was not measured in both captures (it needs stage spans)")
     outcome = _judge(measured, noise or 0.0, band, higher)
-    return GainCheck(change, chosen, g, metric, basis, measured, noise, qps_x, p50_x, p99_x, outcome,
-                     _why(outcome, base, new, g, below and basis.startswith("QPS")))
+    why = "; ".join(x for x in (_why(outcome, base, new, g), _per_request(base, new, g)) if x)
+    return GainCheck(change, chosen, g, metric, basis, measured, noise, qps_x, p50_x, p99_x, outcome, why)
 
 
 __all__ = ["GainCheck", "check_gain"]

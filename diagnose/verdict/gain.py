@@ -3,8 +3,10 @@ checkable. Pure: reads the accounts, the signals and the thread table.
 
 - **Amdahl** (G. Amdahl, AFIPS 1967): a remedy that removes a fraction ``f`` of a term holding share
   ``s`` of the limiting time speeds that resource up by ``1 / (1 - s x f)``. The limiting time is the
-  busiest thread's (an event loop or a model worker every request passes through) when the term is
-  that thread's work, else the account's busy time (its terms less waiting for work and for a core).
+  busiest thread's busy time (an event loop or a model worker every request passes through; its waits
+  for work and for a core, NOT_BUSY, left out: the host's core waits vary from run to run) when the
+  term is that thread's work, else the account's busy time (its terms less waiting for work and for a
+  core).
   ``f`` is a band per term kind (REMOVED): what the kind's first remedy typically removes. Throughput
   stops rising where the next thread saturates: the band is capped at 100 / that thread's CPU %.
   Only a saturated service gains throughput: its busiest thread ran or waited for a core at least
@@ -181,10 +183,21 @@ def _batching(term: AccountTerm, signals: dict[str, Signal]) -> tuple[Band, str]
                   f"{BATCH_EFFICIENCY:.0%}-100% of it")
 
 
+# The busiest thread's time that is not per-request work: waiting for work (idle, a queue's get, an
+# event loop awaiting) and waiting for a core (the host's, which varies from run to run).
+NOT_BUSY = frozenset({"idle.work", "wait.core", "await", "handoff"})
+
+
+def busy_fraction(busiest: BusiestThread) -> float:
+    """The share of the busiest thread's sampled time spent on requests (NOT_BUSY left out)."""
+    return max(0.0, 1.0 - sum(v for k, v in busiest.kinds.items() if k in NOT_BUSY))
+
+
 def _on_busiest(kind: str, busiest: BusiestThread | None) -> float:
-    if busiest is None:
+    """The kind's share of the busiest thread's busy time: what per-request time it holds there."""
+    if busiest is None or busy_fraction(busiest) <= 0:
         return 0.0
-    return busiest.kinds.get(_base(kind), 0.0) + (busiest.kinds.get(kind, 0.0) if ">" in kind else 0.0)
+    return busiest.kinds.get(_base(kind), 0.0) / busy_fraction(busiest)
 
 
 def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Account, ...],
@@ -216,7 +229,8 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
                                         f"follows the offered load{lat_why}")
     if on_thread >= MIN_ON_THREAD and busiest is not None:
         share, basis = on_thread, f"busiest thread (tid {busiest.tid})"
-        where = f"{on_thread:.0%} of the busiest thread's time (tid {busiest.tid}, {demand or 0:.0f}% of a core)"
+        where = (f"{on_thread:.0%} of the busiest thread's busy time (tid {busiest.tid}, {demand or 0:.0f}% of a core "
+                 "demanded; waits for work and for a core left out)")
     else:
         share, basis = min(1.0, term.share / _busy(acc)), f"{acc.resource} account"
         where = f"{share:.0%} of the {acc.resource} account's busy time"
@@ -273,4 +287,4 @@ def gain_for(gains: tuple[PredictedGain, ...], change: str | None) -> tuple[Pred
     return gains[0], "BASE's first remedy" + (" (the change names none of BASE's remedies)" if change else "")
 
 
-__all__ = ["REMOVED", "gain_for", "predict", "predict_gains"]
+__all__ = ["NOT_BUSY", "REMOVED", "busy_fraction", "gain_for", "predict", "predict_gains"]

@@ -145,10 +145,19 @@ def _share(r: Report, kind: str) -> float | None:
     return sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == base)
 
 
+def _held(measured: float, noise: float, band: Band) -> str:
+    if band.low <= measured <= band.high:
+        return "the measured ratio falls within the predicted band"
+    side = "below" if measured < band.low else "above"
+    edge = band.low if measured < band.low else band.high
+    return (f"within the noise only: {measured:.2f}x is {side} the band's {edge:.2f}x by less than the "
+            f"comparison's noise (±{noise:.0%}); capture longer or on a quieter host (--noise-floor) to tell")
+
+
 def _why(outcome: str, base: Report, new: Report, g: PredictedGain) -> str:
     """Why the measurement left the band, from what NEW's own analysis shows."""
     if outcome == "held":
-        return "the measured gain falls within the predicted band"
+        return ""
     acc = next((a for a in new.analysis.accounts if a.resource == "threads"), None)
     core = sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == "wait.core") if acc else 0.0
     reasons = []
@@ -194,7 +203,8 @@ def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) 
         return GainCheck(change, chosen, g, metric, basis, None, noise, qps_x, p50_x, p99_x, "cannot tell",
                          f"{metric} was not measured in both captures (it needs stage spans)")
     outcome = _judge(measured, noise or 0.0, band, higher)
-    why = "; ".join(x for x in (_why(outcome, base, new, g), _per_request(base, new, g)) if x)
+    held = _held(measured, noise or 0.0, band) if outcome == "held" else ""
+    why = "; ".join(x for x in (held, _why(outcome, base, new, g), _per_request(base, new, g)) if x)
     return GainCheck(change, chosen, g, metric, basis, measured, noise, qps_x, p50_x, p99_x, outcome, why)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from diagnose.account.kinds import KINDS
 from diagnose.model import Account, AccountTerm, Signal
 from diagnose.results.details import Details, TraceGroup
+from diagnose.results.traces import trace_views
 
 SRC = "torch profiler trace (Kineto)"
 SYNC_MIN_PCT = 10.0  # below this share of host time, blocking syncs are not a cause of idle
@@ -74,16 +75,16 @@ def _idle(signals: dict[str, Signal], idle: float) -> tuple[dict[str, float], di
 
 
 def _events(details: Details | TraceGroup) -> int:
-    return sum(int((t.get("temporal") or {}).get("events") or 0) for t in details.torch_traces)
+    return sum(t.temporal.events for t in trace_views(details.torch_traces) if t.temporal is not None)
 
 
 def _window_s(details: Details | TraceGroup, key: str) -> float:
     total = 0
-    for t in details.torch_traces:
-        if key == "gpu" and t.get("temporal"):
-            total += t["temporal"].get("span_ns") or 0
-        elif key == "host":
-            total += (t.get("coverage") or {}).get("host_span_ns") or 0
+    for t in trace_views(details.torch_traces):
+        if key == "gpu" and t.temporal is not None:
+            total += t.temporal.span_ns
+        elif key == "host" and t.coverage is not None:
+            total += t.coverage.host_span_ns or 0
     return total / 1e9
 
 

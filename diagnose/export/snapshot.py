@@ -18,6 +18,7 @@ from typing import Any
 from diagnose.bundle.records.manifest import CaptureCost, ManifestInfo
 from diagnose.bundle.streams import SPANS
 from diagnose.model import Account, Analysis, Finding, Report, Severity
+from diagnose.results.traces import trace_views
 
 Attrs = tuple[tuple[str, str], ...]
 MAX_PLAUSIBLE = 1e15  # no cost, count or latency in a manifest comes near it: a larger one is not a reading
@@ -81,9 +82,9 @@ def resource_attributes(report: Report) -> dict[str, str | int]:
         out["host.name"] = target.host[:MAX_NAME_CHARS]
     if target.pid is not None:
         out["process.pid"] = target.pid
-    ranks = {tr.get("rank") for tr in report.analysis.details.torch_traces}
+    ranks = {tr.rank for tr in trace_views(report.analysis.details.torch_traces)}
     rank = next(iter(ranks)) if len(ranks) == 1 else None
-    if type(rank) is int:
+    if rank is not None:
         out["rank"] = rank
     return out
 

@@ -11,6 +11,7 @@ from typing import Any
 from diagnose.render.markdown.gfm import Safe, cell, code, join, text
 from diagnose.render.units import fmt_us, utc_clock_ms
 from diagnose.results.details import Details
+from diagnose.results.traces import TraceView, trace_views
 from diagnose.rules.base import TRAINING
 
 MAX_GAP_ROWS = 10
@@ -41,61 +42,60 @@ def _join_lines(d: Details) -> list[str]:
     return out
 
 
-def _trace_lines(t: dict[str, Any]) -> list[str]:
-    who = f"rank {t['rank']}" if t["rank"] is not None else "rank ?"
-    dev = text(", ".join(t["devices"]) or "no GPU in deviceProperties")
-    out = [f"### {who} · {dev} · {code(t['path'].rsplit('/', 1)[-1])}", ""]
-    if t["read"].get("error"):
-        out += [f"**Read problem:** {text(t['read']['error'])}"
-                + (f" (at byte {t['read']['truncated_at_byte']}; events before it were kept)"
-                   if t["read"].get("truncated_at_byte") is not None else ""), ""]
-    tb = t.get("temporal")
+def _trace_lines(t: TraceView) -> list[str]:
+    who = f"rank {t.rank}" if t.rank is not None else "rank ?"
+    dev = text(", ".join(t.devices) or "no GPU in deviceProperties")
+    out = [f"### {who} · {dev} · {code(t.path.rsplit('/', 1)[-1])}", ""]
+    if t.read.error:
+        out += [f"**Read problem:** {text(t.read.error)}"
+                + (f" (at byte {t.read.truncated_at_byte}; events before it were kept)"
+                   if t.read.truncated_at_byte is not None else ""), ""]
+    tb = t.temporal
     if not tb:
         return out + ["No GPU activity recorded in this trace (no kernels, memcpy or memset).", ""]
-    hta = t.get("temporal_hta_rounding") or {}
+    hta = t.temporal_hta_rounding
     out += _table(["", "idle", "compute", "non-compute", "window"], [
-        ["exact (ns)", _num(tb["idle_pct"], ".2f", "%"), _num(tb["compute_pct"], ".2f", "%"),
-         _num(tb["non_compute_pct"], ".2f", "%"), f"{tb['span_ns'] / 1e6:.1f} ms"],
-        ["HTA rounding (µs)", _num(hta.get("idle_pct"), ".2f", "%"), _num(hta.get("compute_pct"), ".2f", "%"),
-         _num(hta.get("non_compute_pct"), ".2f", "%"), f"{hta.get('span_ns', 0) / 1e6:.1f} ms"]])
+        ["exact (ns)", _num(tb.idle_pct, ".2f", "%"), _num(tb.compute_pct, ".2f", "%"),
+         _num(tb.non_compute_pct, ".2f", "%"), f"{tb.span_ns / 1e6:.1f} ms"],
+        ["HTA rounding (µs)", _num(hta and hta.idle_pct, ".2f", "%"), _num(hta and hta.compute_pct, ".2f", "%"),
+         _num(hta and hta.non_compute_pct, ".2f", "%"), f"{(hta.span_ns if hta else 0) / 1e6:.1f} ms"]])
     out += _table(["device", "stream", "idle", "host wait", "kernel wait", "other"], [
-        [s["device"], s["stream"], f"{s['idle_ns'] / 1e6:.2f} ms", _num(s["host_wait_pct"], ".0f", "%"),
-         _num(s["kernel_wait_pct"], ".0f", "%"), _num(s["other_pct"], ".0f", "%")] for s in t["idle_by_stream"]])
-    cats = t["kernel_categories"]["categories"][:6]
+        [s.device, s.stream, f"{s.idle_ns / 1e6:.2f} ms", _num(s.host_wait_pct, ".0f", "%"),
+         _num(s.kernel_wait_pct, ".0f", "%"), _num(s.other_pct, ".0f", "%")] for s in t.idle_by_stream])
+    cats = t.kernel_categories.categories[:6]
     if cats:
         out += ["Kernel time by category: " + ", ".join(
-            f"{c['category']} {_num(c['share_pct'], '.0f', '%')}" for c in cats) + ".", ""]
-    la = t["launches"]
-    out += [f"Launches: {la['kernels']} kernels, {_num(la['short_kernel_pct'], '.0f', '%')} shorter than "
-            f"{la['short_kernel_threshold_us']:g} µs; launch delay (host call to kernel start: the depth of "
-            f"the queue ahead of it) P50 {fmt_us(la['launch_delay']['p50_us'])}, "
-            f"P99 {fmt_us(la['launch_delay']['p99_us'])}. Host blocked in syncs: "
-            f"{_num(t['syncs']['host_blocked_pct'], '.1f', '%')}.", ""]
-    co = t.get("comm_overlap")
-    if co and co["comm_ns"]:
-        exposed = 100.0 * co["exposed_ns"] / tb["span_ns"] if tb["span_ns"] else None
+            f"{c.category} {_num(c.share_pct, '.0f', '%')}" for c in cats) + ".", ""]
+    la = t.launches
+    out += [f"Launches: {la.kernels} kernels, {_num(la.short_kernel_pct, '.0f', '%')} shorter than "
+            f"{la.short_kernel_threshold_us:g} µs; launch delay (host call to kernel start: the depth of "
+            f"the queue ahead of it) P50 {fmt_us(la.launch_delay.p50_us)}, "
+            f"P99 {fmt_us(la.launch_delay.p99_us)}. Host blocked in syncs: "
+            f"{_num(t.syncs.host_blocked_pct, '.1f', '%')}.", ""]
+    co = t.comm_overlap
+    if co and co.comm_ns:
+        exposed = 100.0 * co.exposed_ns / tb.span_ns if tb.span_ns else None
         out += [f"Collectives (kernel window; like HTA, kernels launched in the last ProfilerStep are left out): "
-                f"{co['comm_ns'] / 1e6:.1f} ms, {_num(co['overlap_pct'], '.1f', '%')} of it overlapped with compute "
-                f"kernels (HTA comm/comp overlap); {co['exposed_ns'] / 1e6:.1f} ms exposed, "
+                f"{co.comm_ns / 1e6:.1f} ms, {_num(co.overlap_pct, '.1f', '%')} of it overlapped with compute "
+                f"kernels (HTA comm/comp overlap); {co.exposed_ns / 1e6:.1f} ms exposed, "
                 f"{_num(exposed, '.1f', '%')} of the window.", ""]
-    if (t.get("training_ops_pct") or 0.0) >= TRAINING.threshold:
-        out += [f"Training loop: backward and optimizer ops hold {t['training_ops_pct']:.1f}% of the host "
+    if (t.training_ops_pct or 0.0) >= TRAINING.threshold:
+        out += [f"Training loop: backward and optimizer ops hold {t.training_ops_pct:.1f}% of the host "
                 "time, so remedies are worded for training.", ""]
     return out
 
 
-def _gap_rows(t: dict[str, Any]) -> list[str]:
-    gaps = t.get("gaps") or []
-    if not gaps:
+def _gap_rows(t: TraceView) -> list[str]:
+    if not t.gaps or t.idle_gaps is None:
         return []
-    ig = t["idle_gaps"]
-    what = "GPU idle gaps" if ig["of"] == "gpu" else "Gaps with no torch op (CPU-only trace)"
-    out = [f"{what} >= {ig['min_gap_us']:g} µs: {ig['count']}, {_num(ig['share_pct'], '.0f', '%')} of the window. "
+    ig = t.idle_gaps
+    what = "GPU idle gaps" if ig.of == "gpu" else "Gaps with no torch op (CPU-only trace)"
+    out = [f"{what} >= {ig.min_gap_us:g} µs: {ig.count}, {_num(ig.share_pct, '.0f', '%')} of the window. "
            "Longest:", ""]
     return out + _table(["start (UTC)", "length", "host op open in the trace", "busiest thread (py-spy)"], [
-        [utc_clock_ms(g["start_ns"]), fmt_us(g['dur_us']),
-         code(g["host_op"]) if g["host_op"] else "none (Python between ops)", g.get("pyspy") or "no samples"]
-        for g in sorted(gaps, key=lambda g: -g["dur_us"])[:MAX_GAP_ROWS]])
+        [utc_clock_ms(g.start_ns), fmt_us(g.dur_us),
+         code(g.host_op) if g.host_op else "none (Python between ops)", g.pyspy or "no samples"]
+        for g in sorted(t.gaps, key=lambda g: -g.dur_us)[:MAX_GAP_ROWS]])
 
 
 def timeline_section(details: Details) -> list[str]:
@@ -104,7 +104,7 @@ def timeline_section(details: Details) -> list[str]:
     if not traces and not join_lines:
         return []
     out = ["## GPU idle gaps and kernel timeline", ""] + join_lines
-    for t in traces:
+    for t in trace_views(traces):
         out += _trace_lines(t) + _gap_rows(t)
     return out
 

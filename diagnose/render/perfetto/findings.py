@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from diagnose.model import Finding, Report
 from diagnose.render.perfetto.events import FINDINGS, Event
+from diagnose.results.traces import trace_views
 
 if TYPE_CHECKING:
     from diagnose.signals.spans.analytics import Span
@@ -32,13 +33,13 @@ def _moments(report: Report, slowest: Span | None, events: list[Event]) -> dict[
     started = report.bundle.info.started_ns
     first = min((e.t_ns for e in events), default=0)
     out = {"capture": (started if started is not None else first, "capture start")}
-    traces = report.analysis.details.torch_traces
-    kernel = [t["temporal"].get("first_start_ns") for t in traces if isinstance(t.get("temporal"), dict)]
-    if kernel and type(kernel[0]) is int:
+    traces = trace_views(report.analysis.details.torch_traces)
+    kernel = [t.temporal.first_start_ns for t in traces if t.temporal is not None]
+    if kernel and kernel[0] is not None:
         out["kernels"] = (kernel[0], "start of the kernel window (first GPU event)")
-    gaps = [g for t in traces for g in t.get("gaps") or () if isinstance(g, dict) and type(g.get("start_ns")) is int]
+    gaps = [g for t in traces for g in t.gaps]
     if gaps:
-        out["gap"] = (max(gaps, key=lambda g: g.get("dur_us") or 0)["start_ns"], "start of the longest GPU idle gap")
+        out["gap"] = (max(gaps, key=lambda g: g.dur_us).start_ns, "start of the longest GPU idle gap")
     if slowest is not None:
         out["request"] = (slowest.start_ns, f"start of the slowest request ({slowest.dur_ns / 1e6:.1f} ms)")
     return out

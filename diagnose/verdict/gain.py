@@ -227,7 +227,14 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
                              assumption=f"{why}; the busiest thread ran {demand or 0:.0f}% of a core and the threads "
                                         f"waited for work {idle:.0%} of their time: below capacity, throughput "
                                         f"follows the offered load{lat_why}")
-    if on_thread >= MIN_ON_THREAD and busiest is not None:
+    if _base(term.kind) == "wait.core":  # the host's share of the time: given back on dedicated cores
+        core = busiest.kinds.get("wait.core", 0.0) if busiest is not None else 0.0
+        if busiest is not None and core >= MIN_ON_THREAD:
+            share, basis = core, f"busiest thread (tid {busiest.tid})"
+            where = f"{core:.0%} of the busiest thread's time"
+        else:
+            share, basis, where = term.share, f"{acc.resource} account", f"{term.share:.0%} of the account's time"
+    elif on_thread >= MIN_ON_THREAD and busiest is not None:
         share, basis = on_thread, f"busiest thread (tid {busiest.tid})"
         where = (f"{on_thread:.0%} of the busiest thread's busy time (tid {busiest.tid}, {demand or 0:.0f}% of a core "
                  "demanded; waits for work and for a core left out)")

@@ -135,3 +135,19 @@ def test_the_report_and_the_text_summary_show_the_gain_beside_the_remedy():
     remedy_at = md.index("**First remedy:**")
     assert md.index("**Predicted gain** of the first remedy: throughput 2.50x-10.00x (amdahl: ") > remedy_at
     assert "predicted gain: throughput 2.50x-10.00x" in txt
+
+
+def test_a_starved_host_gives_back_the_time_waited_for_a_core_first():
+    from diagnose.model import OwnReading
+
+    core, ser = _term("wait.core", 0.5, None, L.SYSTEM), _term("cpu.serialization", 0.4)
+    acc = _account(core, ser, busiest={"wait.core": 0.5, "cpu.serialization": 0.5})
+    own = OwnReading(Q.SERVICE, L.SERVICE, "Replace json with orjson/msgspec", "cpu.serialization", "service-bound")
+    v = Verdict(Q.SERVICE, L.SYSTEM, {}, 0.8, "starved", account="threads", remedy="Give it dedicated cores",
+                dedicated=own)
+    gains = predict_gains(v, (acc,), _sig(cpu__max_thread_demand_pct=100.0))
+    low, high, _ = REMOVED["wait.core"]
+    assert gains[0].remedy == "Give it dedicated cores" and gains[0].method == "cores" and gains[0].share == 0.5
+    assert gains[0].throughput_x == Band(low=round(1 / (1 - 0.5 * low), 3), high=round(1 / (1 - 0.5 * high), 3))
+    # the target's own remedy next, on its busy time (the core wait left out): all of it serialization
+    assert gains[1].term == "cpu.serialization" and gains[1].share == 1.0

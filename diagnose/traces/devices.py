@@ -9,7 +9,11 @@ the SM/CU count (``numSms``) and the memory size (``totalGlobalMem``, bytes) tel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from msgspec import Meta, Struct
+
+from diagnose.bundle.records.base import lenient
 
 GIB = 1 << 30
 
@@ -29,20 +33,30 @@ class DeviceProps:
         return round(self.mem_bytes / GIB) if self.mem_bytes else None
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+NonNegative = Annotated[int, Meta(ge=0)]
+
+
+class _DeviceRow(Struct, frozen=True, rename="camel"):
+    """One ``deviceProperties`` entry as torch writes it (``computeMajor``...; unknown keys ignored)."""
+
+    name: str = "?"
+    compute_major: NonNegative | None = None
+    compute_minor: NonNegative | None = None
+    num_sms: NonNegative | None = None
+    total_global_mem: NonNegative | None = None
 
 
 def device_props(rows: Any) -> tuple[DeviceProps, ...]:
-    """``deviceProperties`` (a list of dicts) -> DeviceProps; malformed rows are skipped."""
+    """``deviceProperties`` (a list of dicts) -> DeviceProps, each field read leniently (a wrong one
+    is unknown); rows that are not objects are skipped."""
     out = []
-    for row in rows if isinstance(rows, list) else ():
-        if not isinstance(row, dict):
+    for raw in rows if isinstance(rows, list) else ():
+        row = lenient(_DeviceRow, raw)
+        if row is None:
             continue
-        major, minor = _int(row.get("computeMajor")), _int(row.get("computeMinor"))
-        out.append(DeviceProps(str(row.get("name", "?")),
-                               (major, minor) if major is not None and minor is not None else None,
-                               _int(row.get("numSms")) or None, _int(row.get("totalGlobalMem")) or None))
+        major, minor = row.compute_major, row.compute_minor
+        out.append(DeviceProps(row.name, (major, minor) if major is not None and minor is not None else None,
+                               row.num_sms or None, row.total_global_mem or None))
     return tuple(out)
 
 

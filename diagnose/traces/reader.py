@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 import numpy as np
 import orjson
 
 from diagnose.bundle.files import file_kind
+from diagnose.bundle.records.base import lenient
 from diagnose.traces.columns import ColumnBuilder, as_int
 from diagnose.traces.devices import DeviceProps, device_props
 from diagnose.traces.scan import ScanState
@@ -105,20 +107,35 @@ class KinetoTrace:
     process_names: dict[int, str] = field(default_factory=dict)
 
 
+class _Distributed(msgspec.Struct, frozen=True):
+    """``distributedInfo``: the ids as the trace writes them (as_int reads "rank 3" and 3.0 too)."""
+
+    rank: int | float | str | None = None
+    world_size: int | float | str | None = None
+    backend: str | None = None
+
+
+class _Header(msgspec.Struct, frozen=True, rename="camel"):
+    """The document's metadata beside ``traceEvents`` (``distributedInfo``, ``baseTimeNanoseconds``...),
+    each field read leniently; the times and device rows are checked by their own readers."""
+
+    distributed_info: _Distributed = _Distributed()
+    base_time_nanoseconds: Any = None
+    device_properties: Any = None
+    schema_version: int | None = None
+
+
 def _meta(doc: dict[str, Any], base_override: int | None, first_ts_us: float | None) -> TraceMeta:
-    info = doc.get("distributedInfo")
-    dist: dict[str, Any] = info if isinstance(info, dict) else {}
-    rank = as_int(dist.get("rank"), -1) if "rank" in dist else -1
-    ws = as_int(dist.get("world_size"), -1)
-    base = base_time_ns(doc.get("baseTimeNanoseconds"))
+    head = lenient(_Header, doc) or _Header()
+    dist = head.distributed_info
+    rank, ws = as_int(dist.rank, -1), as_int(dist.world_size, -1)
+    base = base_time_ns(head.base_time_nanoseconds)
     base = base if base is not None else base_time_ns(base_override)
-    props = device_props(doc.get("deviceProperties"))
+    props = device_props(head.device_properties)
     devices = tuple(d.name for d in props)
     unix = base is not None or (first_ts_us is not None and first_ts_us >= MIN_UNIX_US)
-    sv = doc.get("schemaVersion")
-    return TraceMeta(rank if rank >= 0 else None, ws if ws > 0 else None,
-                     sv if type(sv) is int else None, base, devices,
-                     dist.get("backend") if isinstance(dist.get("backend"), str) else None, unix, props)
+    return TraceMeta(rank if rank >= 0 else None, ws if ws > 0 else None, head.schema_version, base, devices,
+                     dist.backend, unix, props)
 
 
 def _in_range(table: Table, tally: Tally) -> Table:

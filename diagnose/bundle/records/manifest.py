@@ -8,14 +8,12 @@ Manifest the capture and the agent write; this is the host side's read view of i
 """
 from __future__ import annotations
 
-import functools
-import types
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from msgspec import Meta, Struct, field
 
-from diagnose.bundle.records.base import Count, Finite
+from diagnose.bundle.records.base import Count, Finite, lenient
 
 S = TypeVar("S", bound=Struct)
 ManifestNs = Annotated[int, Meta(ge=0, le=2**63 - 1)]  # the range manifest_problem admits
@@ -37,7 +35,7 @@ class CollectorEntry(Struct, frozen=True, kw_only=True):
     def counts_as(self, cls: type[S]) -> S:
         """The counts this collector's reader knows, as ``cls`` (each field read leniently; a
         record that does not convert gives ``cls()``)."""
-        return _tolerant(cls, self.counts) or cls()
+        return lenient(cls, self.counts) or cls()
 
 
 class CollectorCounts(Struct, frozen=True, kw_only=True):
@@ -179,64 +177,12 @@ class ManifestInfo(Struct, frozen=True, kw_only=True):
 
 def manifest_info(raw: Any) -> ManifestInfo:
     """The view of a decoded manifest (anything: a non-object gives the empty view)."""
-    return _tolerant(ManifestInfo, raw) or ManifestInfo()
+    return lenient(ManifestInfo, raw) or ManifestInfo()
 
 
 def target_info(raw: Any) -> TargetInfo:
     """The view of a manifest's ``target`` object (anything: a non-object gives the empty view)."""
-    return _tolerant(TargetInfo, raw) or TargetInfo()
-
-
-def _tolerant(cls: type[S], raw: Any) -> S | None:
-    """``cls`` from the JSON object ``raw``, field by field: a field that does not convert keeps its
-    default; None when ``raw`` is not an object or a required field is missing or wrong."""
-    if not isinstance(raw, dict):
-        return None
-    hints = _hints(cls)
-    kwargs: dict[str, Any] = {}
-    for f in msgspec.structs.fields(cls):
-        if f.encode_name in raw:
-            value = _field(hints[f.name], raw[f.encode_name])
-            if value is not _WRONG:
-                kwargs[f.name] = value
-    try:
-        return cls(**kwargs)
-    except TypeError:  # a required field missing (or wrong)
-        return None
-
-
-_WRONG = object()
-
-
-@functools.cache
-def _hints(cls: type[Struct]) -> dict[str, Any]:
-    return get_type_hints(cls, include_extras=True)
-
-
-def _field(tp: Any, value: Any) -> Any:
-    nested = _struct_of(tp)
-    if nested is not None:  # a nested struct (or an optional one): read leniently in turn
-        got = _tolerant(nested, value)
-        return _WRONG if got is None else got
-    if get_origin(tp) is tuple and (item := _struct_of(get_args(tp)[0])) is not None:
-        # a list of structs: one bad entry costs that entry
-        return tuple(e for v in value if (e := _tolerant(item, v)) is not None) \
-            if isinstance(value, list) else _WRONG
-    try:
-        return msgspec.convert(value, tp)
-    except msgspec.ValidationError:
-        return _WRONG
-
-
-def _struct_of(tp: Any) -> type[Struct] | None:
-    """The Struct ``tp`` is, or is optionally (``X | None``); else None."""
-    if isinstance(tp, type) and issubclass(tp, Struct):
-        return tp
-    if get_origin(tp) in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return _struct_of(args[0])
-    return None
+    return lenient(TargetInfo, raw) or TargetInfo()
 
 
 __all__ = ["BudgetChange", "BudgetRates", "CaptureCost", "CaptureOptionsInfo", "CollectorCounts", "CollectorEntry",

@@ -108,6 +108,26 @@ class HostOpShare(Struct, frozen=True, kw_only=True):
     share_pct: float = 0.0
 
 
+class Roofline(Struct, frozen=True, kw_only=True):
+    """The profiled ops' FLOPs and bytes (innermost per call path), against the device's ridge point."""
+
+    flops: float = 0.0
+    bytes: float = 0.0
+    intensity_flop_per_byte: float | None = None
+    time_s: float | None = None
+    low_intensity_time_s: float | None = None
+    ridge_flop_per_byte: float | None = None
+    flops_by_precision: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class ModelBatch(Struct, frozen=True, kw_only=True):
+    """The leading dimension of input 0 of the matmul/linear/conv ops (None without recorded shapes)."""
+
+    ops: int = 0
+    p50: float | None = None
+    max: int | None = None
+
+
 class TraceView(Struct, frozen=True, kw_only=True):
     """One ``torch_traces`` entry as its readers see it."""
 
@@ -127,10 +147,13 @@ class TraceView(Struct, frozen=True, kw_only=True):
     gaps: tuple[GapRow, ...] = ()
     idle_gaps: IdleGapsInfo | None = None
     host_in_gaps: tuple[HostOpShare, ...] = ()
+    roofline: Roofline = Roofline()
+    model_batch: ModelBatch = ModelBatch()
 
 
 def trace_view(entry: dict[str, Any]) -> TraceView:
-    """One ``torch_traces`` entry as a TraceView (its numpy scalars as their numbers)."""
+    """One ``torch_traces`` entry (or a TraceReport's ``tables``, the part of it they hold) as a
+    TraceView (its numpy scalars as their numbers)."""
     return msgspec.convert(msgspec.to_builtins(entry, enc_hook=scalar), TraceView)
 
 
@@ -138,5 +161,6 @@ def trace_views(entries: Iterable[dict[str, Any]]) -> tuple[TraceView, ...]:
     return tuple(trace_view(e) for e in entries)
 
 
-__all__ = ["CommOverlap", "Coverage", "GapRow", "HostOpShare", "IdleGapsInfo", "Launches", "Temporal", "TraceRead",
+__all__ = ["CommOverlap", "Coverage", "GapRow", "HostOpShare", "IdleGapsInfo", "Launches", "ModelBatch", "Roofline",
+           "Temporal", "TraceRead",
            "TraceView", "trace_view", "trace_views"]

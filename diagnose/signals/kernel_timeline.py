@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from diagnose.model import Signal, missing
+from diagnose.results.traces import Roofline, trace_view
 from diagnose.signals.catalog import unit_of
 from diagnose.traces.report import TraceReport
 from diagnose.traces.roofline import LOW_INTENSITY_FLOP_PER_BYTE
@@ -174,9 +175,9 @@ def host_signals(reports: list[TraceReport], reason: str) -> dict[str, Signal]:
               if tr else missing(n, "%", SRC, "the trace has no host events"))
     out.update(_roofline_signals(reports))
     out.update(_torch_op_signals(reports))
-    batches = [r.tables["model_batch"] for r in reports if r.tables.get("model_batch", {}).get("p50") is not None]
+    batches = [p50 for r in reports if (p50 := trace_view(r.tables).model_batch.p50) is not None]
     n = "torch.model_batch_p50"
-    out[n] = (Signal(n, max(b["p50"] for b in batches), "items", SRC + ", leading dimension of input 0 of "
+    out[n] = (Signal(n, max(batches), "items", SRC + ", leading dimension of input 0 of "
                      "matmul/linear/conv ops (Input Dims), median over op calls")
               if batches else missing(n, "items", SRC, "no matmul/linear/conv op with recorded input shapes "
                                       "(profile with record_shapes=True)"))
@@ -205,22 +206,23 @@ def _torch_op_signals(reports: list[TraceReport]) -> dict[str, Signal]:
 def _roofline_signals(reports: list[TraceReport]) -> dict[str, Signal]:
     why = ("no op with FLOPs in the trace (profile with record_shapes=True; matmul, linear, conv, "
            "attention, add/mul ops, or a flops arg)")
-    out = {"kernels.fp32_flops_pct": _fp32_share(reports, why)}
-    roof = [r.tables["roofline"] for r in reports if r.tables["roofline"].get("intensity_flop_per_byte")]
+    roofs = [trace_view(r.tables).roofline for r in reports]
+    out = {"kernels.fp32_flops_pct": _fp32_share(roofs, why)}
+    roof = [r for r in roofs if r.intensity_flop_per_byte]
     n, m = "kernels.intensity_flop_per_byte", "kernels.intensity_to_ridge_ratio"
     if not roof:
         return {**out, n: missing(n, "FLOP/byte", SRC, why), m: missing(m, "x", SRC, why)}
-    flops = sum(r["flops"] for r in roof)
-    nbytes = sum(r["bytes"] for r in roof)
+    flops = sum(r.flops for r in roof)
+    nbytes = sum(r.bytes for r in roof)
     out[n] = Signal(n, flops / nbytes, "FLOP/byte", SRC + ", matmul/linear/conv/attention/add/mul ops (innermost "
                     "per call path): FLOPs / bytes read+written (upper bound)")
-    spent = sum(r.get("time_s") or 0.0 for r in roof)
+    spent = sum(r.time_s or 0.0 for r in roof)
     if spent > 0:
         k = "kernels.low_intensity_time_pct"
-        out[k] = Signal(k, 100.0 * sum(r.get("low_intensity_time_s") or 0.0 for r in roof) / spent, "%",
+        out[k] = Signal(k, 100.0 * sum(r.low_intensity_time_s or 0.0 for r in roof) / spent, "%",
                         SRC + f", time of op calls below {LOW_INTENSITY_FLOP_PER_BYTE:g} FLOP/byte / time of op calls "
                         "with FLOPs (GPU kernel time where linked, else host op time)")
-    ridge = next((r["ridge_flop_per_byte"] for r in roof if r["ridge_flop_per_byte"]), None)
+    ridge = next((r.ridge_flop_per_byte for r in roof if r.ridge_flop_per_byte), None)
     devices = sorted({d for r in reports for d in r.meta.devices})
     out[m] = (Signal(m, flops / nbytes / ridge, "x", SRC + " intensity / catalogs/gpu_specs.py ridge") if ridge
               else missing(m, "x", SRC, f"no roofline peak for device {devices[0] if devices else '(none: CPU trace)'} "
@@ -228,12 +230,12 @@ def _roofline_signals(reports: list[TraceReport]) -> dict[str, Signal]:
     return out
 
 
-def _fp32_share(reports: list[TraceReport], why: str) -> Signal:
+def _fp32_share(roofs: list[Roofline], why: str) -> Signal:
     """FLOPs of ops whose inputs are float32/float64, as a share of the FLOPs of known precision."""
     n = "kernels.fp32_flops_pct"
     by: dict[str, float] = {}
-    for r in reports:
-        for k, v in (r.tables["roofline"].get("flops_by_precision") or {}).items():
+    for r in roofs:
+        for k, v in r.flops_by_precision.items():
             by[k] = by.get(k, 0.0) + v
     known = sum(v for k, v in by.items() if k != "unknown")
     if not by:

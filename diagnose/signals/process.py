@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose.bundle.counters import HostCpu, host_cpu, process_cpu_s
+from diagnose.bundle.records import ThreadNameRecord
 from diagnose.model import Signal, missing
 from diagnose.signals.threads import ThreadUsage, thread_usage
 
@@ -62,7 +63,7 @@ def listening_ports(records: Iterable[dict[str, Any]]) -> set[int]:
     return out
 
 
-def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> ProcessSummary | None:
+def summarize(records: list[dict[str, Any]], names: Iterable[ThreadNameRecord]) -> ProcessSummary | None:
     """Reduce PROCESS records (time-ordered); None with fewer than two records."""
     if len(records) < 2:
         return None
@@ -74,7 +75,7 @@ def summarize(records: list[dict[str, Any]], names: list[dict[str, Any]]) -> Pro
         cpu_s=process_cpu_s(last) - process_cpu_s(first),
         ncpu=int(last.get("ncpu") or 1),
         threads=thread_usage(records),
-        comm={int(n["tid"]): str(n.get("comm") or "") for n in names if "tid" in n},
+        comm={n.tid: n.comm or "" for n in names},
         host=host_cpu(first.get("sys_cpu_s", {}), last.get("sys_cpu_s", {})),
         io_read_bytes=_diff(first, last, "io_read_bytes"),
         io_write_bytes=_diff(first, last, "io_write_bytes"),

@@ -2,9 +2,10 @@
 slows nothing but the wall clock) per span through the real OpenTelemetry SDK, without the agent
 (the reference) and with its span processor, part by part, side by side.
 
-    python benchmarks/agent_hook_cost.py [--rounds 5] [--requests 4000] [--synthetic-heap N]
+    python benchmarks/agent_hook_cost.py [--rounds 7] [--seconds 3] [--synthetic-heap N]
 
-Parts, each the median over ``--rounds`` of the CPU per call (us):
+Parts: the least over ``--rounds`` of the CPU per call (us: the least disturbed round); requests:
+the conditions take turns in slices of 100 requests, so that a busy host slows them alike:
 
 - span (SDK alone)    ``tracer.start_span(...).end()`` with two attributes: what a span costs anyway
 - on_start / on_end   the agent's processor methods on real SDK spans: idle (no capture), capturing
@@ -13,8 +14,10 @@ Parts, each the median over ``--rounds`` of the CPU per call (us):
 - GC callback         one collection's "start" + "stop" callbacks (the GC recorder, capture only)
 - request             a demo-like request (a server span and four stage spans, one dict/list payload
                       built and encoded) on this thread: no agent, agent idle, capturing (every trace
-                      kept / every trace sampled out, drained every 0.25 s like the capture thread),
-                      plus the GC pauses it triggered (measured by our own gc callback, thread time)
+                      kept / every trace sampled out, drained every 0.25 s like the capture thread;
+                      the agent's real capture session, converting under its CPU budget), plus the
+                      collections it brought (our own gc callback, thread time, any thread), and
+                      the reference again last: the noise
 
 The heap is what the demo service has (torch, aiohttp, the SDK imported: ~190k tracked objects,
 where a full collection takes ~0.1 s), or ``--synthetic-heap N`` long-lived objects when those are
@@ -26,11 +29,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -60,12 +61,6 @@ def _heap(synthetic: int) -> str:
     _heap.keep = [[i] for i in range(synthetic)]  # type: ignore[attr-defined]
     gc.collect()
     return f"synthetic: {len(gc.get_objects()):,} tracked objects"
-
-
-def cpu_per_call_us(fn: Callable[[int], None], n: int) -> float:
-    t0 = time.thread_time()
-    fn(n)
-    return (time.thread_time() - t0) / n * 1e6
 
 
 class GcClock:
@@ -175,16 +170,15 @@ class Drain:
         while not self.stop.wait(DRAIN_S):
             self.sink.take_finished()
 
-    def close(self) -> float:
+    def close(self) -> None:
         self.stop.set()
         self.thread.join()
         self.sink.take_finished()
-        return 0.0
 
 
 class Session:
     """The agent's real capture (CaptureSession, no torch): the capture thread converts, writes and
-    samples by its CPU budget. ``close`` returns its span work's CPU (s)."""
+    samples by its CPU budget. ``close`` returns its span work's CPU (s) and its keep fraction."""
 
     def __init__(self) -> None:
         from diagnose.agent.inproc.capture import CaptureRequest, CaptureSession
@@ -195,110 +189,104 @@ class Session:
         self.session.start()
         while agent_spans.HOOKS.sink is None:
             time.sleep(0.001)
+        self.sink = agent_spans.HOOKS.sink
 
-    def close(self) -> float:
+    def close(self) -> tuple[float, float]:
         self.session.request_stop()
         self.session.wait(30)
         counts = self.session.report()["parts"]["spans"]["counts"]
         self.tmp.cleanup()
-        return counts["spans_cpu_s"]
+        return counts["spans_cpu_s"], counts["spans_keep_fraction"]
 
 
 CONDITIONS = ("no agent", "agent idle", "capturing, all kept", "capturing, all sampled out",
               "capture session (budgeted)", "no agent (again: the noise)")
+SLICE_REQUESTS = 100  # the conditions take turns by slices this long: a busy host slows them alike
 
 
-def _begin(name: str) -> tuple[bool, Drain | Session | None, GcRecorder | None]:
-    """(agent's processor on, what drains, the GC recorder) of one condition."""
-    if name.startswith("no agent"):
-        return False, None, None
-    if name == "agent idle":
-        return True, None, None
-    if name.startswith("capture session"):
-        return True, Session(), None  # the session installs its own GC recorder
-    sink = agent_spans.SpanSink()
-    sink.bound = KEEP_ALL if name.endswith("kept") else 0
-    agent_spans.HOOKS.sink = sink
-    recorder = GcRecorder()
-    recorder.install()
-    return True, Drain(sink), recorder
+class Tally:
+    def __init__(self) -> None:
+        self.requests, self.cpu_s, self.gc_s, self.full = 0, 0.0, 0.0, 0
 
 
-def request_costs(n: int, seconds_per_condition: float, reverse: bool) -> dict[str, tuple[float, float, int, float]]:
-    """Per condition: CPU per request on this thread (us), in collections on any thread (us), full
-    collections, and the agent's capture thread's span work per request (us). In reverse order every
-    other round: what runs first or last is not always the same condition."""
-    provider_ref = TracerProvider()
-    provider = TracerProvider()
+def request_costs(seconds_per_condition: float) -> tuple[dict[str, Tally], float, float]:
+    """Each condition in turn, a slice of SLICE_REQUESTS at a time (the order rotating), until each
+    had ``seconds_per_condition`` of this thread's CPU. Returns the tallies, the capture session's
+    span work (s CPU on its thread) and its final keep fraction."""
+    provider_ref, provider = TracerProvider(), TracerProvider()
     provider.add_span_processor(agent_spans._processor_class()())
     agent_spans.HOOKS.bridge = Bridge(None)
+    kept, out = agent_spans.SpanSink(), agent_spans.SpanSink()
+    out.bound = 0
+    drains = [Drain(kept), Drain(out)]
+    session = Session()  # installs its sink: unset below, set again in its turns
+    sinks = {"capturing, all kept": kept, "capturing, all sampled out": out,
+             "capture session (budgeted)": session.sink}
+    tracers = {c: (provider_ref if c.startswith("no agent") else provider).get_tracer("bench") for c in CONDITIONS}
     clock = GcClock()
     gc.callbacks.insert(0, clock)
-    out: dict[str, tuple[float, float, int, float]] = {}
+    tallies = {c: Tally() for c in CONDITIONS}
     try:
-        for name in CONDITIONS[::-1] if reverse else CONDITIONS:
-            hooked, drain, recorder = _begin(name)
-            tracer = (provider if hooked else provider_ref).get_tracer("bench")
-            clock.cpu_s, clock.full = 0.0, 0
-            done, t0, w0 = 0, time.thread_time(), time.monotonic()
-            while done < n or time.monotonic() - w0 < seconds_per_condition:
-                request(tracer, done)
-                done += 1
-            cpu = time.thread_time() - t0
-            gc_s, full = clock.cpu_s, clock.full
-            if recorder is not None:
-                recorder.remove()
-                recorder.drain()
-            agent_spans.HOOKS.sink = None
-            agent_s = drain.close() if drain is not None else 0.0
-            out[name] = (cpu / done * 1e6, gc_s / done * 1e6, full, agent_s / done * 1e6)
-            gc.collect()
+        turn = 0
+        while min(t.cpu_s for t in tallies.values()) < seconds_per_condition:
+            for name in CONDITIONS[turn % len(CONDITIONS):] + CONDITIONS[:turn % len(CONDITIONS)]:
+                tally, tracer = tallies[name], tracers[name]
+                agent_spans.HOOKS.sink = sinks.get(name)
+                gc0, full0, t0 = clock.cpu_s, clock.full, time.thread_time()
+                for i in range(SLICE_REQUESTS):
+                    request(tracer, i)
+                tally.cpu_s += time.thread_time() - t0
+                tally.gc_s += clock.cpu_s - gc0
+                tally.full += clock.full - full0
+                tally.requests += SLICE_REQUESTS
+            turn += 1
     finally:
+        agent_spans.HOOKS.sink = session.sink  # the session unsets its own
+        agent_s, fraction = session.close()
+        for d in drains:
+            d.close()
         gc.callbacks.remove(clock)
-    return out
+    return tallies, agent_s, fraction
 
 
 def _row(name: str, values: list[float], ref: list[float] | None) -> str:
-    v = statistics.median(values)
+    v = min(values)
     if ref is None:
         return f"  {name:52s} {v:9.3f}"
-    r = statistics.median(ref)
+    r = min(ref)
     return f"  {name:52s} {v:9.3f}   x{v / r:6.3f} of {r:.3f}" if r else f"  {name:52s} {v:9.3f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7, help="rounds of the per-span parts")
     ap.add_argument("--spans", type=int, default=20_000, help="spans per part and round")
-    ap.add_argument("--requests", type=int, default=4000, help="requests per condition and round (at least)")
-    ap.add_argument("--seconds", type=float, default=1.0, help="and at least this long per condition")
+    ap.add_argument("--seconds", type=float, default=3.0, help="CPU seconds of requests per condition")
     ap.add_argument("--synthetic-heap", type=int, default=0, metavar="N",
                     help="N long-lived objects instead of the demo's imports")
     args = ap.parse_args()
-    print(f"heap: {_heap(args.synthetic_heap)}; CPU time per call (thread_time), median of {args.rounds} rounds",
-          flush=True)
+    print(f"heap: {_heap(args.synthetic_heap)}; CPU time (thread_time)", flush=True)
     parts: dict[str, list[float]] = {}
-    reqs: dict[str, list[tuple[float, float, int, float]]] = {}
-    request_costs(args.requests // 4, 0.0, False)  # warm-up
-    for i in range(args.rounds):
+    for _ in range(args.rounds):
         for k, us in part_costs(args.spans).items():
             parts.setdefault(k, []).append(us)
-        for k, rv in request_costs(args.requests, args.seconds, bool(i % 2)).items():
-            reqs.setdefault(k, []).append(rv)
     span_ref = parts["span start + end, SDK alone (reference)"]
-    print(f"per span (us){'agent':>48s}   against one SDK span ({statistics.median(span_ref):.2f} us)")
+    print(f"per span (us, least of {args.rounds} rounds){'agent':>25s}   against one SDK span ({min(span_ref):.2f} us)")
     for k, v in parts.items():
         if k.startswith("on_"):
             print(_row(k, v, span_ref))
     for k in ("conversion + write, per kept span (capture thread)", "GC callback, per collection"):
         print(_row(k, parts[k], None))
-    ref_cpu = [r[0] for r in reqs["no agent"]]
-    print(f"per request of {SPANS_PER_REQUEST} spans (us CPU)     this thread   against no agent     "
-          "in GC   full GCs   agent thread")
+    tallies, agent_s, fraction = request_costs(args.seconds)
+    ref = tallies["no agent"]
+    print(f"per request of {SPANS_PER_REQUEST} spans (us CPU, conditions in turns of {SLICE_REQUESTS})"
+          f"{'this thread':>12s}   against no agent   in GC   full GCs   agent thread")
     for k in CONDITIONS:
-        rows = reqs[k]
-        gc_us, full, agent_us = (statistics.median(r[i] for r in rows) for i in (1, 2, 3))
-        print(f"{_row(k, [r[0] for r in rows], ref_cpu)}   {gc_us:7.2f}   {full:8g}   {agent_us:12.2f}")
+        t = tallies[k]
+        us, ref_us = t.cpu_s / t.requests * 1e6, ref.cpu_s / ref.requests * 1e6
+        agent = (f"{agent_s / t.requests * 1e6:12.2f} (kept 1 in {round(1 / fraction)})"
+                 if k.startswith("capture ") else "")
+        print(f"  {k:44s} {us:9.2f}   x{us / ref_us:6.3f} {t.gc_s / t.requests * 1e6:9.2f}   {t.full:8d}   {agent}")
 
 if __name__ == "__main__":
     main()

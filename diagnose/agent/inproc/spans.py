@@ -30,6 +30,9 @@ from diagnose.agent.inproc.spanbudget import KEEP_ALL, KEY_MASK
 MAX_QUEUED_SPANS = 100_000
 MAX_OPEN_SPANS = 10_000
 MAX_DROP_RANGES = 32  # beyond it the last range grows over the spans kept in between (conservative)
+# what reading a span of another type (or one changing under a reader) raises: counted, never raised
+# into the application's span.end()
+_UNREADABLE = (AttributeError, TypeError, ValueError, RuntimeError)
 
 
 class SpanSink:
@@ -83,7 +86,7 @@ class SpanSink:
                 self._note_drop(getattr(span, "end_time", None))
                 return
             entry = compact(span, ctx, self._service_of(span))
-        except (AttributeError, TypeError):
+        except _UNREADABLE:
             self.unreadable += 1
             return
         self.finished.append(entry)
@@ -146,9 +149,9 @@ class SpanSink:
         out = []
         for span in spans:
             try:
-                if span.end_time is None:
+                if span.end_time is None:  # still open: its attributes may change under us
                     out.append(compact(span, span.context, self._service_of(span)))
-            except (AttributeError, TypeError):
+            except _UNREADABLE:
                 self.unreadable_starts += 1
         return out
 

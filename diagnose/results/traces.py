@@ -74,6 +74,9 @@ class Syncs(Struct, frozen=True, kw_only=True):
 
 
 class Coverage(Struct, frozen=True, kw_only=True):
+    """The profiled host time: its first event (trace clock, ns) and its span."""
+
+    host_start_ns: int | None = None
     host_span_ns: int | None = None
 
 

@@ -9,6 +9,7 @@ verdict reads can form a job of several ranks (diagnose/ranks). Pure: input is t
 """
 from __future__ import annotations
 
+from diagnose.results.traces import trace_view
 from diagnose.traces.report import TraceReport
 
 MAX_GAP_NS = 600 * 10**9  # no capture spans ten minutes between two of its windows
@@ -22,9 +23,9 @@ def _window(r: TraceReport) -> tuple[int, int] | None:
     t = r.temporal
     if t is not None and t.span_ns > 0:
         return t.first_start_ns, t.last_end_ns
-    cov = r.tables.get("coverage") or {}
-    start, span = cov.get("host_start_ns"), cov.get("host_span_ns")
-    return (start, start + span) if type(start) is int and type(span) is int and span > 0 else None
+    cov = trace_view(r.tables).coverage
+    start, span = (cov.host_start_ns, cov.host_span_ns) if cov is not None else (None, None)
+    return (start, start + span) if start is not None and span is not None and span > 0 else None
 
 
 def _models(r: TraceReport) -> frozenset[str]:

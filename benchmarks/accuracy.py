@@ -2,10 +2,13 @@
 
     python benchmarks/accuracy.py [--duration 30] [--scenario NAME ...] [--json out.json]
     python benchmarks/accuracy.py --live [--runs 3] [--duration 4] [--case NAME ...]
+    python benchmarks/accuracy.py --traces
 
 ``--live``: the second corpus, the project's own live workloads (benchmarks/live_corpus.py: a training
 loop with a slow DataLoader, an async service that blocks its loop, a threaded Pillow pre-processing
 service, a near-idle batched service, forked workers), judged on quadrant, layer and first remedy.
+``--traces``: the trace corpus (benchmarks/trace_corpus.py: public Kineto traces in ../shared/data and
+the project's own recording), judged the same way.
 
 Per scenario it runs ``diagnose demo --scenario NAME --duration D --no-tui`` (the service under the
 agent, open-loop load) and prints: expected quadrant and layer, the verdict's, its confidence, and
@@ -104,10 +107,32 @@ def main_live(args: argparse.Namespace) -> int:
     return 0 if right == len(rows) else 1
 
 
+def main_traces(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from trace_corpus import TRACES, judge_trace
+
+    rows = []
+    print(f"{'case':40} {'expected':18} {'got':18} {'first remedy':50} {'conf':>5}")
+    for name, (path, expected) in TRACES.items():
+        if not path.exists():
+            print(f"{name:40} skipped: {path} is absent")
+            continue
+        row = {"case": name, "expected": expected, **judge_trace(path, expected)}
+        rows.append(row)
+        print(f"{name:40} {expected[0] + '/' + expected[1]:18} {row['quadrant'] + '/' + str(row['layer']):18} "
+              f"{short(row['remedy']):50} {row['confidence']:5.2f}  {'ok' if row['correct'] else 'WRONG'}")
+    right = sum(1 for r in rows if r["correct"])
+    print(f"{right}/{len(rows)} correct")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if right == len(rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--live", action="store_true", help="the live corpus (benchmarks/live_corpus.py)")
+    ap.add_argument("--traces", action="store_true", help="the trace corpus (benchmarks/trace_corpus.py)")
     ap.add_argument("--runs", type=int, default=1, help="--live: runs of the whole corpus")
     ap.add_argument("--case", action="append", help="--live: only these cases")
     ap.add_argument("--scenario", action="append", choices=sorted(EXPECTED))
@@ -116,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.live:
         return main_live(args)
+    if args.traces:
+        return main_traces(args)
     rows = []
     print(f"{'scenario':10} {'expected':22} {'got':22} {'conf':>5} {'verdict after':>13} {'stop':>5} "
           f"{'client P99':>10} {'span P99':>9}")

@@ -150,9 +150,11 @@ def torch_cpu_account(signals: dict[str, Signal], details: Details | TraceGroup)
     if op_idle is None:
         return None
     total_s = _window_s(details, "host")
-    parts = {"torch.ops": 100.0 - op_idle, "torch.between_ops": op_idle}
+    comm = min(op_idle, _v(signals, "torch.host_comm_pct") or 0.0)
+    parts = {"torch.ops": 100.0 - op_idle, "torch.comm": comm, "torch.between_ops": op_idle - comm}
     ev = {"torch.ops": f"union of cpu_op events: {100 - op_idle:.0f}% of the profiled window",
-          "torch.between_ops": f"no torch op ran in {op_idle:.0f}% of the profiled window"}
+          "torch.comm": f"host collectives (gloo/MPI labels) with no op running: {comm:.0f}% of the profiled window",
+          "torch.between_ops": f"no torch op nor collective ran in {op_idle - comm:.0f}% of the profiled window"}
     return Account("torch_ops", "profiled host time of a CPU-only torch trace", "s", total_s,
                    _terms(parts, total_s, ev), ("CPU-only trace: no GPU activity recorded",),
                    SRC + ", cpu_op events")

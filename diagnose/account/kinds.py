@@ -84,6 +84,8 @@ KINDS: dict[str, TermKind] = {k.kind: k for k in (
     _k("gpu.idle_other", "GPU idle, waiting on other streams or events", None, None, None),
     # CPU-only torch traces: the host's torch-op timeline.
     _k("torch.ops", "torch ops running (framework compute)", Q.COMPUTE, L.MODEL, "compute.cpu_framework"),
+    _k("torch.comm", "the host in collectives with no torch op running (gloo/MPI all-reduce on the CPU)", Q.IO,
+       L.ENGINE, "secondary.comm_exposed"),
     _k("torch.between_ops", "no torch op running: Python or the input pipeline between model calls",
        Q.SERVICE, L.SERVICE, "service.torch_starved_on_cpu"),
     # Request time (stage spans).

@@ -68,7 +68,14 @@ PROFILER_STEP = r"^ProfilerStep\s*#\s*(\d+)"
 # Host ops only a training step runs: autograd's backward nodes and the optimizer's step/zero_grad
 # (torch.optim wraps them in record_function("Optimizer.step#AdamW.step")).
 TRAINING_OPS = r"^autograd::engine::evaluate_function: |^Optimizer\.(step|zero_grad)#"
+# A data-parallel step's gradient all-reduce (the process group's record_function), counted as training
+# work only inside ProfilerStep#N steps: tensor-parallel serving all-reduces too, but rarely under a
+# profiler schedule's steps. A trace of one rank of a DDP job may hold no autograd ops at all.
+GRADIENT_SYNC = r"^(gloo|nccl):all_reduce$|^c10d::allreduce_"
+# Host-side collectives (the process group's record_function labels). On a CPU-only trace (gloo, MPI)
+# their time on the host is the communication itself, not Python between ops.
+HOST_COLLECTIVES = r"^(gloo|nccl|mpi|ucc):[a-z_]+$|^c10d::[a-z_]+_$|^record_param_comms$"
 
-__all__ = ["DATALOADER", "DEFAULT_CATEGORY", "KERNEL_CATALOG", "KernelGroup", "KernelPattern",
+__all__ = ["DATALOADER", "DEFAULT_CATEGORY", "GRADIENT_SYNC", "HOST_COLLECTIVES", "KERNEL_CATALOG", "KernelGroup", "KernelPattern",
            "LAUNCH_CALLS", "MEMCPY_DIRECTION", "MEMCPY_PAGEABLE", "MEMCPY_PINNED", "PROFILER_STEP",
            "SYNC_CALLS", "TEMPORAL_NON_COMPUTE", "TRAINING_OPS"]

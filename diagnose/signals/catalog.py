@@ -253,6 +253,8 @@ _TIMELINE_HOST: tuple[SignalSpec, ...] = (
     _tl("torch.op_idle_pct", "%", H, f"{TORCH}, CPU-only trace: share of the profiled window with no torch op running"),
     _tl("torch.op_idle_gap_share", "%", H,
         f"{TORCH}, CPU-only trace: gaps >= timeline:torch_op_gap_min_us with no torch op"),
+    _tl("torch.host_comm_pct", "%", H,
+        f"{TORCH}, CPU-only trace: share of the profiled window in host collectives (gloo/MPI) with no torch op"),
 )
 
 _SPANS: tuple[SignalSpec, ...] = (

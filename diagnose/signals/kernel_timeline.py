@@ -190,8 +190,10 @@ def _torch_op_signals(reports: list[TraceReport]) -> dict[str, Signal]:
     if not cpu:
         why = ("the trace has GPU activity: see gpu.idle_gap_share" if any(r.has_gpu for r in reports)
                else "no torch op in the trace")
-        return {n: missing(n, "%", SRC, why) for n in ("torch.op_idle_pct", "torch.op_idle_gap_share")}
+        return {n: missing(n, "%", SRC, why) for n in ("torch.op_idle_pct", "torch.op_idle_gap_share",
+                                                         "torch.host_comm_pct")}
     window = _sum(cpu, lambda r: r.gaps.window_ns)
+    comm = _sum(cpu, lambda r: r.gaps.comm_ns or 0)
     busy = _sum(cpu, lambda r: r.gaps.busy_ns)
     gaps = _sum(cpu, lambda r: r.gaps.total_ns)
     thr_ms = cpu[0].gaps.min_gap_ns / 1e6
@@ -200,6 +202,9 @@ def _torch_op_signals(reports: list[TraceReport]) -> dict[str, Signal]:
         "torch.op_idle_pct": Signal("torch.op_idle_pct", 100.0 * (window - busy) / window, "%", src),
         "torch.op_idle_gap_share": Signal("torch.op_idle_gap_share", 100.0 * gaps / window, "%",
                                           f"{src}, gaps >= {thr_ms:g} ms"),
+        "torch.host_comm_pct": Signal("torch.host_comm_pct", 100.0 * comm / window, "%",
+                                      f"{SRC}, CPU-only trace: host collectives (gloo/MPI record_function labels) "
+                                      "while no torch op ran"),
     }
 
 

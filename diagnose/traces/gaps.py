@@ -2,11 +2,13 @@
 profiled threads (torch ops and record_function labels) were inside while the GPU waited."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from diagnose.catalogs.kernels import HOST_COLLECTIVES
 from diagnose.traces.intervals import gaps, merge, overlap_each
 from diagnose.traces.schema import CAT_CPU_OP, Table
 from diagnose.traces.view import TraceView
@@ -15,6 +17,7 @@ GAP_MIN_NS = 100_000  # 10x a typical launch latency: shorter holes are launch o
 HOST_GAP_MIN_NS = 1_000_000  # torch-op gaps on a CPU-only trace: shorter ones are Python glue
 MAX_LISTED = 20
 MAX_NAMES = 200  # host op names considered for the aggregate (by total time)
+_COLLECTIVES_RX = re.compile(HOST_COLLECTIVES)
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class IdleGaps:
     window_ns: int  # first event start .. last end
     min_gap_ns: int
     busy_ns: int | None = None  # time covered by the events themselves
+    comm_ns: int | None = None  # CPU-only traces: time in host collectives while no torch op ran
 
     @property
     def total_ns(self) -> int:
@@ -46,10 +50,13 @@ def idle_gaps(view: TraceView, mask: np.ndarray | None = None, min_gap_ns: int =
 
 
 def torch_op_gaps(view: TraceView, min_gap_ns: int = HOST_GAP_MIN_NS) -> IdleGaps:
-    """CPU-only traces: holes in the union of torch ops (``cpu_op``) on all host threads.
+    """CPU-only traces: holes in the union of torch ops (``cpu_op``) on all host threads, over the
+    profiled host window (first to last host event, record_function labels included: a step whose
+    ops all sit at its end is mostly not ops).
 
     Without kernels the host's op timeline stands in for the GPU's: a hole is time in which the
-    model ran nothing, e.g. while the threads pre- or post-processed in plain Python.
+    model ran nothing, e.g. while the threads pre- or post-processed in plain Python, or waited in a
+    collective (``comm_ns``: host collectives, catalogs/kernels.py HOST_COLLECTIVES, outside ops).
     """
     cpu = view.cpu
     ops = cpu["cat"] == CAT_CPU_OP
@@ -58,7 +65,11 @@ def torch_op_gaps(view: TraceView, min_gap_ns: int = HOST_GAP_MIN_NS) -> IdleGap
         return IdleGaps(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, min_gap_ns)
     lo, hi = gaps(s, e)
     long = (hi - lo) >= min_gap_ns
-    return IdleGaps(lo[long], hi[long], int(e[-1] - s[0]), min_gap_ns, int((e - s).sum()))
+    first, last = int(min(s[0], cpu["start_ns"].min())), int(max(e[-1], cpu["end_ns"].max()))
+    cs, ce = merge(cpu["start_ns"][view.name_mask(cpu, _COLLECTIVES_RX)],
+                   cpu["end_ns"][view.name_mask(cpu, _COLLECTIVES_RX)])
+    comm = int((ce - cs).sum() - overlap_each(s, e, cs, ce).sum()) if len(cs) else 0
+    return IdleGaps(lo[long], hi[long], last - first, min_gap_ns, int((e - s).sum()), max(0, comm))
 
 
 def host_during_gaps(view: TraceView, ig: IdleGaps) -> list[dict[str, Any]]:

@@ -7,20 +7,24 @@ from typing import Any
 
 import numpy as np
 
-from diagnose.catalogs.kernels import DATALOADER, TRAINING_OPS
+from diagnose.catalogs.kernels import DATALOADER, GRADIENT_SYNC, TRAINING_OPS
 from diagnose.traces.intervals import merge, overlap_each
 from diagnose.traces.view import TraceView, steps
 
 _DATALOADER_RX = re.compile(DATALOADER)
 _TRAINING_RX = re.compile(TRAINING_OPS)
+_GRADIENT_SYNC_RX = re.compile(GRADIENT_SYNC)
 
 
 def training_ops_pct(view: TraceView, host_span_ns: int | None) -> float | None:
     """Share (%) of the profiled host time inside backward or optimizer ops (catalogs/kernels.py
-    TRAINING_OPS), overlaps counted once; None without host events."""
+    TRAINING_OPS) or, in a trace with ProfilerStep#N steps, gradient all-reduces (GRADIENT_SYNC),
+    overlaps counted once; None without host events."""
     if not host_span_ns:
         return None
     m = view.name_mask(view.cpu, _TRAINING_RX)
+    if steps(view):
+        m = m | view.name_mask(view.cpu, _GRADIENT_SYNC_RX)
     s, e = merge(view.cpu["start_ns"][m], view.cpu["end_ns"][m])
     return min(100.0, 100.0 * float((e - s).sum()) / host_span_ns)
 

@@ -37,6 +37,7 @@ MIN_SHARE = 0.05  # terms below this share of the account get no remedy of their
 MAX_GAINS = 4
 MIN_ON_THREAD = 0.02  # a kind under this share of the busiest thread is not that thread's work
 BATCH_CAP = 16  # the largest batch assumed (a common dynamic-batching maximum)
+MAX_SPEEDUP_X = 100.0  # Amdahl's bound when a term is all of the limiting time and all of it goes
 # CPU ridge points, FLOP/byte: a core's FP32 FMA peak over its share of DRAM bandwidth (traces/roofline.py:
 # every x86/ARM server core above ~2; ~10 for a wide-vector core on a lightly shared memory channel).
 CPU_RIDGE = (2.0, 10.0)
@@ -70,6 +71,7 @@ REMOVED: dict[str, tuple[float, float, str]] = {
     "gpu.idle_launch": (0.5, 0.9, "CUDA graphs or fused kernels remove most launch gaps"),
     "gpu.idle_outside": (0.3, 0.8, "feeding the GPU continuously removes part of the time it sits unused"),
     "gpu.comm_exposed": (0.3, 0.7, "overlapping collectives with compute hides part of them"),
+    "torch.comm": (0.3, 0.7, "overlapping collectives with compute (or larger gradient buckets) hides part of them"),
     "stage.model": (0.3, 0.6, "INT8 or a compiled runtime runs the model 1.5-2.5x faster"),
     "stage.postprocess": (0.6, 0.9, "orjson/msgspec or binary tensors serialize 3-10x faster"),
     "stage.preprocess": (0.5, 0.9, "a batched native tokenizer/decoder is 2-10x faster"),
@@ -108,7 +110,15 @@ def _account(accounts: tuple[Account, ...], resource: str) -> Account | None:
 
 
 def _amdahl(share: float, removed: Band) -> Band:
-    return Band(low=round(1 / (1 - share * removed.low), 3), high=round(1 / (1 - share * removed.high), 3))
+    """1 / (1 - s x f) for both ends of ``removed``; ``share`` held to 0..1 (rounded shares of the busiest
+    thread can add up past its busy time) and the time left at least 1 / MAX_SPEEDUP_X: all of the
+    limiting time removed is no finite speedup (and no division by zero)."""
+    s = min(1.0, max(0.0, share))
+
+    def x(f: float) -> float:
+        return round(1 / max(1 / MAX_SPEEDUP_X, 1 - s * min(1.0, max(0.0, f))), 3)
+
+    return Band(low=x(removed.low), high=x(removed.high))
 
 
 def _busy(acc: Account) -> float:
@@ -135,7 +145,7 @@ def _capped(band: Band, threads: tuple[ThreadSummary, ...], busiest: int | None,
     nxt = _next_thread(threads, busiest, kind)
     if nxt is None or not nxt.cpu_pct or nxt.cpu_pct <= 0:
         return band, ""
-    cap = 100.0 / nxt.cpu_pct
+    cap = max(1.0, 100.0 / nxt.cpu_pct)  # a thread sampled past 100% of a core: no gain, never a loss
     if cap >= band.high:
         return band, ""
     return (Band(low=round(min(band.low, cap), 3), high=round(cap, 3)),
@@ -197,7 +207,7 @@ def _on_busiest(kind: str, busiest: BusiestThread | None) -> float:
     """The kind's share of the busiest thread's busy time: what per-request time it holds there."""
     if busiest is None or busy_fraction(busiest) <= 0:
         return 0.0
-    return busiest.kinds.get(_base(kind), 0.0) / busy_fraction(busiest)
+    return min(1.0, busiest.kinds.get(_base(kind), 0.0) / busy_fraction(busiest))  # shares rounded: never past all
 
 
 def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Account, ...],
@@ -277,8 +287,18 @@ def predict_gains(verdict: Verdict, accounts: tuple[Account, ...], signals: dict
     return tuple(out[:MAX_GAINS])
 
 
+# Words the remedies share that name no remedy ("Replace json *with* orjson", "*Make* the model cheaper"):
+# a change "tried something with the cache" names neither.
+_COMMON = frozenset({"with", "without", "more", "less", "what", "each", "while", "from", "that", "this", "these",
+                     "those", "into", "onto", "than", "then", "them", "they", "their", "there", "have", "only",
+                     "also", "instead", "make", "made", "find", "check", "does", "done", "used", "uses", "using",
+                     "when", "where", "which", "after", "before", "over", "under", "until", "some", "other",
+                     "should", "would", "could", "about", "like", "just", "very", "much", "many", "most",
+                     "fewer", "runs", "true", "false", "none", "every", "first", "part"})
+
+
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3}
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3 and w not in _COMMON}
 
 
 def gain_for(gains: tuple[PredictedGain, ...], change: str | None) -> tuple[PredictedGain | None, str]:

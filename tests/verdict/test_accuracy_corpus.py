@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -38,18 +39,12 @@ RECORDED = [
     ("gpu/service-tiny-kernels", FIXTURES / "gpu" / "service-tiny-kernels", "service", "service"),
     ("gpu/io-socket-reads", FIXTURES / "gpu" / "io-socket-reads", "io", "system"),
 ]
-# Traces imported the way `diagnose analyze FILE` does. HTA's reference figures (../shared/data
-# README): rank-0 is GPU compute-bound, nccl_data's GPU is starved by its host.
-TRACE_CASES = [
-    ("torch/h200-train-step", FIXTURES / "torch" / "h200-train-step" / "trace.json.gz", "service", "service"),
-    ("hta/rank-0 (V100 DDP, compute)", TRACES / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "compute", "model"),
-    ("hta/nccl_data (GPU waits for its host)", TRACES / "nccl_data.json.gz", "service", "service"),
-    ("hta/mi250 minitoy", TRACES / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", "service", "service"),
-    ("hta/benchmark add", TRACES / "benchmark_result_493459_1694039959_trace.json.gz", "service", "service"),
-    ("hta/backward_thread", TRACES / "backward_thread.json", "service", "service"),
-    ("hta/rank_not_found (CPU-only)", TRACES / "rank_not_found.json.gz", "service", "service"),
-    ("hta/rank-34 (CPU-only, gloo)", TRACES / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "service", "service"),
-]
+# Traces imported the way `diagnose analyze FILE` does, with their expected quadrant, layer and
+# first remedy: benchmarks/trace_corpus.py (what `accuracy.py --traces` runs).
+sys.path.insert(0, str(REPO / "benchmarks"))
+from trace_corpus import TRACES as TRACE_CORPUS  # noqa: E402
+
+TRACE_CASES = [(name, path, *expected) for name, (path, expected) in TRACE_CORPUS.items()]
 
 
 def _check(a, quadrant: str, layer: str) -> None:
@@ -68,12 +63,13 @@ def test_recorded_bundles(case, path, quadrant, layer):
     _check(analyze(Bundle.open(path)), quadrant, layer)
 
 
-@pytest.mark.parametrize("case, path, quadrant, layer", TRACE_CASES, ids=[c[0] for c in TRACE_CASES])
-def test_real_traces(case, path, quadrant, layer, tmp_path):
+@pytest.mark.parametrize("case, path, quadrant, layer, remedy", TRACE_CASES, ids=[c[0] for c in TRACE_CASES])
+def test_real_traces(case, path, quadrant, layer, remedy, tmp_path):
     if not path.exists():
         pytest.skip(f"{path} is absent (../shared/data not beside the checkout)")
     a = analyze(Bundle.open(import_files([path], tmp_path)))
     _check(a, quadrant, layer)
+    assert (a.verdict.remedy or "").startswith(remedy), a.verdict.remedy
 
 
 def test_no_trace_with_a_kernel_timeline_ends_unknown(tmp_path):

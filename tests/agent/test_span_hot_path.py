@@ -143,3 +143,22 @@ def test_the_torch_counts_say_what_share_of_the_capture_was_profiled(tmp_path):
     assert counts["torch_profiled_budget_s"] == DUTY_SHARE * 20.0  # not the 10 s asked for
     assert counts["torch_profiled_share_pct"] == pytest.approx(2.0, abs=0.05)  # 0.2 s of 10 s
     session._writer.close()
+
+
+def test_spans_are_mirrored_while_a_torch_window_runs_and_forgotten_after():
+    torch = pytest.importorskip("torch")
+    bridge = Bridge(None)
+    span_hooks.HOOKS.bridge = bridge
+    tracer = _provider().get_tracer("test")
+    try:
+        bridge.torch_on = True
+        with torch.autograd.profiler.profile(use_kineto=True) as prof:
+            with tracer.start_as_current_span("stage"):
+                assert len(bridge.open) == 1  # mirrored as a record_function range
+                held = tracer.start_span("held")  # still open when the window stops
+            bridge.close_torch_ranges()
+        assert not bridge.active and list(bridge.open) == []  # the window's ranges ended with it
+        held.end()  # its exit finds nothing to close: no lock, no error
+        assert "stage" in {e.key for e in prof.key_averages()}
+    finally:
+        span_hooks.HOOKS.bridge = None

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
+from diagnose.bundle.records.gpu import DcgmEntity, NvmlHostRecord
 from diagnose.catalogs.dcgm_fields import BY_KEY
 from diagnose.collectors.dcgm import DcgmError, import_bindings, make_source
 from diagnose.collectors.nvml_backend import LiveNvmlBackend, NvmlBackend, NvmlUnavailable, now_us
@@ -21,13 +24,13 @@ PROFILING_KEYS = ("sm_active_pct", "gr_engine_active_pct", "sm_occupancy_pct", "
 def nvml_checks(factory: Callable[[], NvmlBackend] = LiveNvmlBackend) -> list[Check]:
     backend = factory()
     try:
-        host = backend.open()
-        devices = backend.devices() if host.get("device_count") else []
+        host = msgspec.convert(backend.open(), NvmlHostRecord)
+        devices = backend.devices() if host.device_count else []
         if not devices:
             return [Check("NVML", "warn", "no GPU visible to NVML",
                           "GPU counters will be unknown; check CUDA_VISIBLE_DEVICES or --gpus")]
-        out = [Check("NVML", "ok", f"{len(devices)} GPU(s), driver {host.get('driver_version')}, "
-                                   f"NVML {host.get('nvml_version')}")]
+        out = [Check("NVML", "ok", f"{len(devices)} GPU(s), driver {host.driver_version}, "
+                                   f"NVML {host.nvml_version}")]
         out += [_device_check(backend, d) for d in devices]
         out.append(_gpm_check(devices))
         return out
@@ -78,14 +81,15 @@ def dcgm_checks(url: str | None) -> list[Check]:
     return out + [_exporter_check(url, entities)]
 
 
-def _exporter_check(url: str, entities: list[dict[str, Any]]) -> Check:
-    if not entities:
+def _exporter_check(url: str, raw: list[dict[str, Any]]) -> Check:
+    if not raw:
         return Check("DCGM exporter", "fail", f"{url} exposes no DCGM GPU field", "is it a dcgm-exporter?")
-    gpus = [e for e in entities if e.get("gpu_instance_id") is None]
-    mig = [e for e in entities if e.get("gpu_instance_id") is not None]
-    seen = {k for e in entities for k in e["values"]}
-    blank = {k for e in entities for k in e["unknown"]}
-    models = ", ".join(sorted({str(e.get("model")) for e in gpus if e.get("model")})) or "model not labelled"
+    entities = msgspec.convert(raw, list[DcgmEntity])
+    gpus = [e for e in entities if e.gpu_instance_id is None]
+    mig = [e for e in entities if e.gpu_instance_id is not None]
+    seen = {k for e in entities for k in e.values}
+    blank = {k for e in entities for k in e.unknown}
+    models = ", ".join(sorted({e.model for e in gpus if e.model})) or "model not labelled"
     detail = (f"{url}: {len(gpus)} GPU(s) ({models}), {len(mig)} MIG instance(s); profiling fields: "
               + ", ".join(f"{BY_KEY[k].names[0]} {'blank' if k in blank else 'ok' if k in seen else 'absent'}"
                           for k in PROFILING_KEYS))

@@ -54,9 +54,19 @@ def _x(v: float | None) -> str:
     return f"{v:.2f}x" if v is not None else "-"
 
 
+MAX_CHANGE = 1000  # characters of --change shown (the performance file keeps as many)
+
+
+def _change(change: str | None) -> str:
+    if not change:
+        return "(not described)"
+    return change if len(change) <= MAX_CHANGE else change[:MAX_CHANGE - 1] + "…"
+
+
 def gain_markdown(g: GainCheck) -> list[str]:
-    """The predicted-vs-measured section: the remedy, BASE's band, what NEW measured, the outcome."""
-    out = ["## Predicted vs measured gain", "", f"Change: {text(g.change or '(not described)')}.", ""]
+    """The predicted-vs-measured section: the remedy, BASE's band, what NEW measured, the outcome. The
+    cells are plain text: ``table`` escapes each once (escaping them here too showed the backslashes)."""
+    out = ["## Predicted vs measured gain", "", f"Change: {text(_change(g.change))}.", ""]
     p = g.predicted
     if p is None:
         return out + [f"Cannot tell: {text(g.why)}.", ""]
@@ -64,11 +74,11 @@ def gain_markdown(g: GainCheck) -> list[str]:
     pred = f"{band.low:.2f}x-{band.high:.2f}x" if band else "none"
     noise = f" ±{g.noise:.0%}" if g.noise is not None else ""
     out += _table(["", ""], [
-        ["remedy", f"{text(p.remedy)} ({text(g.chosen)})"],
-        ["predicted " + (g.metric or "gain"), f"{pred} ({p.method}: {text(p.assumption)})"],
-        ["measured", f"{_x(g.measured)}{noise} ({text(g.basis)})" if g.measured is not None else "-"],
+        ["remedy", f"{p.remedy or '(none)'} ({g.chosen})"],
+        ["predicted " + (g.metric or "gain"), f"{pred} ({p.method}: {p.assumption})"],
+        ["measured", f"{_x(g.measured)}{noise} ({g.basis})" if g.measured is not None else "-"],
         ["QPS, P50, P99 (NEW / BASE)", f"{_x(g.qps_x)}, {_x(g.p50_x)}, {_x(g.p99_x)}"],
-        ["outcome", f"{g.outcome}: {text(g.why)}"]])
+        ["outcome", f"{g.outcome}: {g.why}"]])
     return out
 
 
@@ -107,7 +117,9 @@ def comparison_markdown(c: Comparison, gate: tuple[GateResult, ...] = (), gain: 
         out += [f"- {'**FAIL**' if g.failed else 'not judged' if g.unjudged else 'pass'} {code(str(g.condition))}: "
                 f"{text(g.reason)}" for g in gate]
         out += [""]
-    return "\n".join(out).rstrip() + "\n"
+    # a path or --change that was not UTF-8 (surrogate-escaped by Python) is shown as its escape: the
+    # document stays text any stdout can write (PYTHONIOENCODING=utf-8 is strict), as -o writes it
+    return ("\n".join(out).rstrip() + "\n").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def comparison_json(c: Comparison, gate: tuple[GateResult, ...] = (), gain: GainCheck | None = None) -> str:

@@ -13,6 +13,7 @@ compare/noise.py) overlaps the predicted band.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +66,8 @@ def _value(r: Report, name: str) -> float | None:
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(b / a, 3) if a and b is not None and a > 0 else None
+    r = b / a if a and b is not None and a > 0 and b >= 0 else None
+    return round(r, 3) if r is not None and math.isfinite(r) else None
 
 
 def _busiest(r: Report) -> BusiestThread | None:
@@ -128,7 +130,9 @@ def _rel_noise(comp: Comparison, key: str) -> float | None:
 
 
 def _judge(measured: float, noise: float, band: Band, higher_better: bool) -> str:
-    lo, hi = measured * (1 - noise), measured * (1 + noise)
+    """``noise``: the comparison's noise band over BASE's value, so the ratio NEW/BASE is known to
+    +-noise (not +-noise x the ratio: a noise past 100% would reach below zero and hold anything)."""
+    lo, hi = measured - noise, measured + noise
     if hi >= band.low and lo <= band.high:
         return "held"
     above = lo > band.high
@@ -178,6 +182,21 @@ def _why(outcome: str, base: Report, new: Report, g: PredictedGain) -> str:
     return "; ".join(reasons) or "no cause found in NEW's analysis: the assumed band does not fit this service"
 
 
+def _throughput(base: Report, new: Report, comp: Comparison, qps_x: float | None
+                ) -> tuple[float | None, str, float | None]:
+    """The judged throughput ratio, what it is, and its noise: the QPS ratio when both captures are
+    saturated, else the capacity at the busiest thread (whose noise is the QPS ratio's scaled by it)."""
+    noise, both = _rel_noise(comp, "qps"), _saturated(base) and _saturated(new)
+    cap_x = None if both else _ratio(_capacity(base), _capacity(new))
+    if cap_x is None:
+        return qps_x, ("QPS (both saturated)" if both else "QPS (no capacity at the busiest thread: one capture "
+                       "may have served its offered load)"), noise
+    basis = (f"capacity at the busiest thread (QPS / its busy share: {'NEW' if _saturated(base) else 'BASE'} "
+             "waited for work, so its QPS is the offered load)")
+    # the capacity ratio is the QPS ratio x BASE's busy share / NEW's: its noise scales with it
+    return cap_x, basis, (round(noise * cap_x / qps_x, 3) if noise is not None and qps_x else noise)
+
+
 def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) -> GainCheck:
     """BASE's predicted gain for the remedy ``change`` names, against what NEW measured."""
     g, chosen = gain_for(base.analysis.verdict.gains, change)
@@ -186,13 +205,9 @@ def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) 
     p99_x = _ratio(_value(base, "spans.p99_ms"), _value(new, "spans.p99_ms"))
     if g is None:
         return GainCheck(change, chosen, None, None, "", None, None, qps_x, p50_x, p99_x, "cannot tell", chosen)
-    both = _saturated(base) and _saturated(new)
     if g.throughput_x is not None:
-        cap_x = _ratio(_capacity(base), _capacity(new))
-        measured, basis = (qps_x, "QPS (both saturated)") if both or cap_x is None else (
-            cap_x, "capacity at the busiest thread (QPS / its busy share: "
-                   f"{'NEW' if _saturated(base) else 'BASE'} waited for work, so its QPS is the offered load)")
-        metric, noise, band, higher = "throughput", _rel_noise(comp, "qps"), g.throughput_x, True
+        metric, band, higher = "throughput", g.throughput_x, True
+        measured, basis, noise = _throughput(base, new, comp, qps_x)
     elif g.p50_x is not None:
         metric, measured, basis = "p50", p50_x, "request latency P50 (spans)"
         noise, band, higher = _rel_noise(comp, "p50"), g.p50_x, False

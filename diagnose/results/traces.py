@@ -48,7 +48,7 @@ class StreamIdleRow(Struct, frozen=True, kw_only=True):
 
 class CategoryShare(Struct, frozen=True, kw_only=True):
     category: str
-    share_pct: float
+    share_pct: float | None = None  # None: the kernels add up to no time (zero-length events)
 
 
 class KernelCategories(Struct, frozen=True, kw_only=True):

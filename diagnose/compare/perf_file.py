@@ -94,7 +94,7 @@ class GainRow(Struct, frozen=True, kw_only=True):
 
     def cell(self) -> str:
         lo, hi, m = _finite(self.predicted_low), _finite(self.predicted_high), _finite(self.measured)
-        pred = f"{lo:.2f}-{hi:.2f}x" if lo is not None and hi is not None else "-"
+        pred = f"{min(lo, hi):.2f}-{max(lo, hi):.2f}x" if lo is not None and hi is not None else "-"  # hand-edited
         got = f"{m:.2f}x" if m is not None else "-"
         return f"{self.metric or 'gain'}: predicted {pred}, measured {got} ({self.outcome})"
 

@@ -130,7 +130,10 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
             bad += 1
             continue
         origin = window.record.origin
+        names = {seg.tid: seg.thread for seg in window.segments if seg.thread != "?"}
         for seg in window.segments:
+            if names.get(seg.tid, seg.thread).startswith(AGENT_THREAD_PREFIX):
+                continue  # the agent's own threads: the measurement, not the service's work
             cat = stack_category(bundle, seg.frames, sources)
             reading = None
             if kernel is not None and origin is not None:

@@ -48,11 +48,12 @@ def capture(name: str, qps: float | None, duration: float, out: Path, remedy: bo
     return bundles[-1]
 
 
-def pair(name: str, duration: float, work: Path) -> dict:
+def pair(name: str, duration: float, work: Path, noise_floor: float | None = None) -> dict:
     qps, change = PAIRS[name]
     base = capture(name, qps, duration, work / f"{name}-plain", False)
     new = capture(name, qps, duration, work / f"{name}-fixed", True)
-    res = subprocess.run([_diagnose(), "compare", str(base), str(new), "--change", change, "--format", "json"],
+    floor = ["--noise-floor", f"{noise_floor:g}"] if noise_floor is not None else []
+    res = subprocess.run([_diagnose(), "compare", str(base), str(new), "--change", change, "--format", "json", *floor],
                          capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
         raise RuntimeError(f"compare failed ({res.returncode}): {res.stderr[-300:]}")
@@ -67,12 +68,15 @@ def pair(name: str, duration: float, work: Path) -> dict:
 
 def _row(r: dict) -> str:
     if "error" in r:
-        return f"| {r['scenario']} | error: {r['error'][:120]} | | | | |"
+        return f"| {r['scenario']} | error: {r['error'][:120]} | | | | | |"
     band = f"{r['band']['low']:.2f}-{r['band']['high']:.2f}x" if r.get("band") else "-"
     got = f"{r['measured']:.2f}x" if r.get("measured") is not None else "-"
-    noise = f" ±{r['noise']:.0%}" if r.get("noise") is not None else ""
+    noise = f" ±{r['noise']:.2f}" if r.get("noise") is not None else ""
+    per = next((p.split(" (")[0].removeprefix("per request, ") for p in r["why"].split("; ")
+                if p.startswith("per request, ")), "-")
+    outcome = r["outcome"] + (" (within the noise only)" if "within the noise only" in r["why"] else "")
     return (f"| {r['scenario']} | {r['change']} | {r['metric']} ({r['method']}) | {band} | {got}{noise} "
-            f"| {r['outcome']} |")
+            f"| {per} | {outcome} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json", type=Path, help="write every row here")
     ap.add_argument("--keep", type=Path, help="keep the bundles under this directory (default: removed)")
+    ap.add_argument("--noise-floor", type=float, metavar="PCT", help="compare --noise-floor: this host's own "
+                    "run-to-run noise (capture the same scenario twice and compare), default compare's 30%%")
     args = ap.parse_args(argv)
     rows: list[dict] = []
     if args.keep:
@@ -92,14 +98,15 @@ def main(argv: list[str] | None = None) -> int:
                 work = (args.keep or Path(tmp)) / f"r{rnd}"
                 work.mkdir(exist_ok=True)
                 try:
-                    r = pair(name, args.duration, work)
+                    r = pair(name, args.duration, work, args.noise_floor)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     r = {"scenario": name, "error": str(exc)}
                 r["round"] = rnd + 1
                 rows.append(r)
                 print(json.dumps(r), file=sys.stderr, flush=True)
-    print("| scenario | change applied | judged on | predicted | measured (noise) | outcome |")
-    print("|---|---|---|---|---|---|")
+    print("| scenario | change applied | judged on | predicted | measured (noise) | per request, the remedy's term "
+          "| outcome |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(_row(r))
     for r in rows:
@@ -108,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0 if all("error" not in r and (r["outcome"] == "held" or r["why"]) for r in rows) else 1
+
 
 
 if __name__ == "__main__":

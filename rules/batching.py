@@ -17,7 +17,8 @@ Q, L, S = Quadrant, Layer, Severity
 
 BATCHING_REMEDIES = (
     "Dynamic batching: collect the requests waiting (up to a batch size or a few ms) and run one forward per "
-    "batch; expect 5-10x throughput for a small model, less as batch 1 already saturates the cores or GPU",
+    "batch; the gain is the roofline's: large while batch 1 reads the weights for one item, small once it "
+    "already saturates the cores or GPU (the predicted gain says how much here)",
     "Then the engine: a server with built-in batching (Triton dynamic batcher, TorchServe batch_size/"
     "max_batch_delay, vLLM continuous batching for LLMs)",
     "Then capacity: more model workers or replicas once each one runs full batches",

@@ -69,7 +69,10 @@ def gain_markdown(g: GainCheck) -> list[str]:
     out = ["## Predicted vs measured gain", "", f"Change: {text(_change(g.change))}.", ""]
     p = g.predicted
     if p is None:
-        return out + [f"Cannot tell: {text(g.why)}.", ""]
+        return out + _table(["", ""], [
+            ["remedy", f"none judged ({g.chosen})"],
+            ["QPS, P50, P99 (NEW / BASE)", f"{_x(g.qps_x)}, {_x(g.p50_x)}, {_x(g.p99_x)}"],
+            ["outcome", f"{g.outcome}: {g.why}"]])
     band = g.band
     pred = f"{band.low:.2f}x-{band.high:.2f}x" if band else "none"
     noise = f" ±{g.noise:.0%}" if g.noise is not None else ""

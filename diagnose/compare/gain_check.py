@@ -19,10 +19,11 @@ from typing import Any
 
 import msgspec
 
+from diagnose.account.kinds import KINDS, UNBATCHED
 from diagnose.compare.diff import Comparison
-from diagnose.model import Report
+from diagnose.model import Account, Report
 from diagnose.results.gain import Band, BusiestThread, PredictedGain
-from diagnose.verdict.gain import NOT_BUSY, SATURATED_PCT, busy_fraction, gain_for
+from diagnose.verdict.gain import NAMED, NOT_BUSY, SATURATED_PCT, STAGE_OF, busy_fraction, gain_for
 
 STARVED_SHARE = 0.2  # NEW waited for a core this share of its thread-time: its host set the pace
 WAITING_MAX = 0.05  # the busiest thread waited for work under this share: saturated
@@ -90,35 +91,58 @@ def _capacity(r: Report) -> float | None:
     return qps / busy if qps and busy > 0 else None
 
 
+def _account(r: Report, resource: str) -> Account | None:
+    return next((a for a in r.analysis.accounts if a.resource == resource), None)
+
+
 def _per_request_ms(r: Report, kind: str) -> float | None:
-    """Thread-ms per request the threads account holds for ``kind`` (its own term)."""
-    acc = next((a for a in r.analysis.accounts if a.resource == "threads"), None)
-    qps, b = _value(r, "spans.qps"), _busiest(r)
+    """ms per request ``kind`` holds: request-ms of a stage (its share of request time x the mean
+    latency), else thread-ms of a thread-time term (its seconds / requests)."""
+    qps = _value(r, "spans.qps")
+    if kind.startswith("stage."):
+        acc, mean = _account(r, "requests"), _value(r, "spans.mean_ms")
+        if acc is None or mean is None:
+            return None
+        return mean * sum(t.share for t in acc.terms if t.kind == kind)
+    acc, b = _account(r, "threads"), _busiest(r)
     if acc is None or not qps or b is None or b.sampled_s <= 0:
         return None
     seconds = sum(t.seconds for t in acc.terms if t.kind == kind)
     return 1000.0 * seconds / (qps * b.sampled_s)
 
 
+def _label(kind: str) -> str:
+    k = KINDS.get(kind) or (UNBATCHED if kind == UNBATCHED.kind else None)
+    return k.label if k is not None else kind
+
+
 def _per_request(base: Report, new: Report, g: PredictedGain) -> str:
-    """What the term cost per request before and after, and the largest other change."""
+    """What the remedy's term cost per request before and after (the request stage it maps to where
+    both captures have stage spans: a thread-time term can be renamed when the workload changes, a
+    stage cannot), and the largest other change."""
     kind = g.term.rsplit(">", 1)[-1]
+    stage = kind if kind.startswith("stage.") else STAGE_OF.get(kind)
+    if stage and _account(base, "requests") is not None and _account(new, "requests") is not None:
+        kind, what, others_of = stage, "request-ms", _account(base, "requests")
+    else:
+        what, others_of = "thread-ms", _account(base, "threads")
     a, b = _per_request_ms(base, kind), _per_request_ms(new, kind)
     if a is None or b is None or a <= 0:
         return ""
     removed = f"removed {1 - b / a:.0%}" if b <= a else f"grew {b / a - 1:.0%}"
     assumed = f", assumed {g.removed.low:.0%}-{g.removed.high:.0%}" if g.removed else ""
-    out = f"per request the threads spent {a:.2f} -> {b:.2f} ms on {kind} ({removed}{assumed})"
-    acc = next((x for x in base.analysis.accounts if x.resource == "threads"), None)
+    out = f"per request, {_label(kind)}: {a:.2f} -> {b:.2f} {what} ({removed}{assumed})"
     others = []
-    for t in acc.terms if acc is not None else ():
+    for t in others_of.terms if others_of is not None else ():
         if t.kind != kind and ">" not in t.kind and t.kind not in NOT_BUSY:
             x, y = _per_request_ms(base, t.kind), _per_request_ms(new, t.kind)
             if x is not None and y is not None:
                 others.append((abs(x - y), t.kind, x, y))
     if others:
-        _, k, x, y = max(others)
-        out += f"; the largest other change: {k} {x:.2f} -> {y:.2f} ms"
+        change, k, x, y = max(others)
+        out += f"; the largest other change: {_label(k)} {x:.2f} -> {y:.2f} {what}"
+        if change > abs(a - b):
+            out += " (more than the remedy's own term moved: the gain may come from elsewhere)"
     return out
 
 
@@ -131,8 +155,11 @@ def _rel_noise(comp: Comparison, key: str) -> float | None:
 
 def _judge(measured: float, noise: float, band: Band, higher_better: bool) -> str:
     """``noise``: the comparison's noise band over BASE's value, so the ratio NEW/BASE is known to
-    +-noise (not +-noise x the ratio: a noise past 100% would reach below zero and hold anything)."""
+    +-noise (not +-noise x the ratio: a noise past 100% would reach below zero and hold anything).
+    A noise interval that holds 1.0x (no change) is inconclusive, whatever band it also overlaps."""
     lo, hi = measured - noise, measured + noise
+    if lo <= 1.0 <= hi:
+        return "inconclusive"
     if hi >= band.low and lo <= band.high:
         return "held"
     above = lo > band.high
@@ -162,6 +189,9 @@ def _why(outcome: str, base: Report, new: Report, g: PredictedGain) -> str:
     """Why the measurement left the band, from what NEW's own analysis shows."""
     if outcome == "held":
         return ""
+    if outcome == "inconclusive":
+        return ("the measured ratio cannot be told from no change within the comparison's noise: capture longer, "
+                "on a quieter host, or pass the host's own --noise-floor")
     acc = next((a for a in new.analysis.accounts if a.resource == "threads"), None)
     core = sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == "wait.core") if acc else 0.0
     reasons = []
@@ -192,7 +222,7 @@ def _throughput(base: Report, new: Report, comp: Comparison, qps_x: float | None
         return qps_x, ("QPS (both saturated)" if both else "QPS (no capacity at the busiest thread: one capture "
                        "may have served its offered load)"), noise
     basis = (f"capacity at the busiest thread (QPS / its busy share: {'NEW' if _saturated(base) else 'BASE'} "
-             "waited for work, so its QPS is the offered load)")
+             "waited for work, so its QPS is not its capacity)")
     # the capacity ratio is the QPS ratio x BASE's busy share / NEW's: its noise scales with it
     return cap_x, basis, (round(noise * cap_x / qps_x, 3) if noise is not None and qps_x else noise)
 
@@ -205,6 +235,11 @@ def check_gain(base: Report, new: Report, comp: Comparison, change: str | None) 
     p99_x = _ratio(_value(base, "spans.p99_ms"), _value(new, "spans.p99_ms"))
     if g is None:
         return GainCheck(change, chosen, None, None, "", None, None, qps_x, p50_x, p99_x, "cannot tell", chosen)
+    if chosen != NAMED and change:
+        names = "; ".join(f"{i}. {x.remedy[:80]}" for i, x in enumerate(base.analysis.verdict.gains, 1))
+        return GainCheck(change, chosen, None, None, "", None, None, qps_x, p50_x, p99_x, "cannot tell",
+                         f"the change names none of BASE's remedies, so no prediction is judged; name one in "
+                         f"--change: {names}")
     if g.throughput_x is not None:
         metric, band, higher = "throughput", g.throughput_x, True
         measured, basis, noise = _throughput(base, new, comp, qps_x)

@@ -21,4 +21,28 @@ def gain_words(g: PredictedGain) -> str | None:
     return f"{', '.join(parts)} ({g.method}: {g.assumption})"
 
 
-__all__ = ["gain_words"]
+def _short(remedy: str) -> str:
+    head = remedy.split(":")[0].split(";")[0].split(",")[0]
+    return head if len(head) <= 60 else head[:59] + "…"
+
+
+def _best(g: PredictedGain) -> float:
+    return g.throughput_x.high if g.throughput_x is not None else 0.0
+
+
+def other_gains(gains: tuple[PredictedGain, ...], first: str | None) -> str | None:
+    """The other remedies' predicted throughput bands, in one line; leads with a warning when one of
+    them is predicted to gain clearly more than the first remedy (a symptom can lead the account)."""
+    others = [g for g in gains if g.remedy != first and g.throughput_x is not None]
+    if not others:
+        return None
+    line = "; ".join(f"{_short(g.remedy)}: throughput {_band(g.throughput_x)}"  # type: ignore[arg-type]
+                     for g in sorted(others, key=lambda g: -_best(g)))
+    lead = next((g for g in gains if g.remedy == first), None)
+    top = max(others, key=_best)
+    if lead is not None and _best(top) > 1.05 * max(1.0, _best(lead)):
+        return (f"the largest predicted throughput gain is another remedy's ({_short(top.remedy)}): {line}")
+    return line
+
+
+__all__ = ["gain_words", "other_gains"]

@@ -37,6 +37,7 @@ MIN_SHARE = 0.05  # terms below this share of the account get no remedy of their
 MAX_GAINS = 4
 MIN_ON_THREAD = 0.02  # a kind under this share of the busiest thread is not that thread's work
 BATCH_CAP = 16  # the largest batch assumed (a common dynamic-batching maximum)
+FIXED_CONCURRENCY = 0.8  # requests in flight at least this share of the client connections: closed loop
 MAX_SPEEDUP_X = 100.0  # Amdahl's bound when a term is all of the limiting time and all of it goes
 # CPU ridge points, FLOP/byte: a core's FP32 FMA peak over its share of DRAM bandwidth (traces/roofline.py:
 # every x86/ARM server core above ~2; ~10 for a wide-vector core on a lightly shared memory channel).
@@ -171,6 +172,26 @@ def _latency(kind: str, removed: Band, requests: Account | None, saturated: bool
     return Band(low=round(low, 3), high=round(high, 3)), why
 
 
+def _fixed_concurrency(signals: dict[str, Signal]) -> tuple[float, float] | None:
+    """(requests in flight, client connections) when the connections bound the concurrency (in flight
+    at least FIXED_CONCURRENCY of them: every client waits on an answer), else None."""
+    little, conns = _value(signals, "spans.in_flight_littles_law"), _value(signals, "tcp.in_flight_max")
+    if little and conns and little >= FIXED_CONCURRENCY * conns:
+        return little, conns
+    return None
+
+
+def _little(band: Band, signals: dict[str, Signal]) -> tuple[Band | None, str]:
+    """At a fixed concurrency latency = in flight / throughput (Little's law): the latency band is
+    the throughput band inverted."""
+    fixed = _fixed_concurrency(signals)
+    if fixed is None or band.low <= 0:
+        return None, ""
+    return (Band(low=round(1 / band.high, 3), high=round(1 / band.low, 3)),
+            f"; latency by Little's law at a fixed concurrency ({fixed[0]:.0f} requests in flight, the clients' "
+            f"{fixed[1]:.0f} connections): latency = in flight / throughput")
+
+
 def _batching(term: AccountTerm, signals: dict[str, Signal]) -> tuple[Band, str]:
     """Per-item speedup of batching by the roofline, at the batch the queue allows."""
     in_flight = next((v for v in (_value(signals, "spans.in_flight_littles_law"), _value(signals, "tcp.in_flight_mean"))
@@ -228,6 +249,9 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
     if term.kind == UNBATCHED.kind:
         band, how = _batching(term, signals)
         band, cap = _capped(band, threads, busiest.tid if busiest else None, term.kind)
+        fixed, little = _little(band, signals)
+        if fixed is not None:
+            p50, lat_why = fixed, little
         return PredictedGain(remedy=remedy, term=term.kind, method="batching", basis="model worker", share=term.share,
                              throughput_x=band, p50_x=p50, p99_x=p50, assumption=how + cap + lat_why)
     on_thread = _on_busiest(term.kind, busiest) if on_cpu_account else 0.0
@@ -254,6 +278,9 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
     band, cap = _capped(_amdahl(share, removed), threads, busiest.tid if busiest and on_cpu_account else None,
                         term.kind)
     method = "cores" if _base(term.kind) == "wait.core" else "amdahl"
+    fixed, little = _little(band, signals)
+    if fixed is not None:
+        p50, lat_why = fixed, little
     return PredictedGain(remedy=remedy, term=term.kind, method=method, basis=basis, share=round(share, 4),
                          removed=removed, throughput_x=band, p50_x=p50, p99_x=p50,
                          assumption=f"{term.label[:1].upper() + term.label[1:]} is {where}; {why} "
@@ -297,6 +324,9 @@ _COMMON = frozenset({"with", "without", "more", "less", "what", "each", "while",
                      "fewer", "runs", "true", "false", "none", "every", "first", "part"})
 
 
+NAMED = "the remedy the change names"
+
+
 def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 3 and w not in _COMMON}
 
@@ -310,8 +340,8 @@ def gain_for(gains: tuple[PredictedGain, ...], change: str | None) -> tuple[Pred
     scored = [(len(words & _words(g.remedy + " " + g.term)), i) for i, g in enumerate(gains)]
     best, i = max(scored, key=lambda s: (s[0], -s[1]))
     if best > 0:
-        return gains[i], "the remedy the change names"
+        return gains[i], NAMED
     return gains[0], "BASE's first remedy" + (" (the change names none of BASE's remedies)" if change else "")
 
 
-__all__ = ["NOT_BUSY", "REMOVED", "busy_fraction", "gain_for", "predict", "predict_gains"]
+__all__ = ["NAMED", "NOT_BUSY", "REMOVED", "busy_fraction", "gain_for", "predict", "predict_gains"]

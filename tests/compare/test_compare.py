@@ -246,11 +246,22 @@ def test_compare_checks_the_predicted_gain_of_the_change(reports, captures):
     assert g.measured > 1.5 and g.noise == round(comp.metric("qps").band / comp.metric("qps").base, 3)
     lo, hi = g.measured - g.noise, g.measured + g.noise  # the ratio is known to +-noise (BASE's share)
     band = p.throughput_x
-    expected = "held" if hi >= band.low and lo <= band.high else "beat" if lo > band.high else "fell short"
+    expected = ("inconclusive" if lo <= 1.0 <= hi else "held" if hi >= band.low and lo <= band.high
+                else "beat" if lo > band.high else "fell short")
     assert g.outcome == expected and g.why
     runner = CliRunner()
     res = runner.invoke(main, ["compare", str(captures[2]), str(captures[0]), "--change", "a cheaper model"])
     assert res.exit_code == 0 and "## Predicted vs measured gain" in res.output and expected in res.output
-    doc = json.loads(runner.invoke(main, ["compare", str(captures[2]), str(captures[0]), "--change", "x",
+    doc = json.loads(runner.invoke(main, ["compare", str(captures[2]), str(captures[0]), "--change", "smaller model",
                                           "--format", "json"]).output)
     assert doc["gain_check"]["predicted"]["term"] == "stage.model" and doc["gain_check"]["outcome"] == expected
+
+
+def test_a_change_that_names_no_remedy_is_not_judged(reports):
+    """Falling back to BASE's first remedy would judge a remedy nobody applied: the check lists BASE's
+    remedies to name instead."""
+    _, _, slower = reports
+    comp = compare(slower, reports[0])
+    g = check_gain(slower, reports[0], comp, "upgraded the kernel")
+    assert g.outcome == "cannot tell" and g.predicted is None and "names none of BASE's remedies" in g.why
+    assert "1. " + slower.analysis.verdict.gains[0].remedy[:40] in g.why

@@ -180,7 +180,7 @@ def test_unbatched_model_worker_is_service_queueing(service, tmp_path):  # noqa:
     assert _verdict(doc) == ("service", "service"), (doc["verdict"], terms)
     assert terms.get("wait.unbatched", 0) > 0.3, terms
     unbatched = next(f for f in doc["findings"] if f["rule_id"] == "service.unbatched")
-    assert "Dynamic batching" in unbatched["suggestions"][0] and "5-10x" in unbatched["suggestions"][0]
+    assert "Dynamic batching" in unbatched["suggestions"][0] and "roofline" in unbatched["suggestions"][0]
 
 
 @pytest.mark.live  # a verdict measured on a live target

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from diagnose.bundle.records.manifest import ManifestInfo
 from diagnose.model import Analysis, Report, Severity
 from diagnose.render.base import Renderer
-from diagnose.render.gain import gain_words
+from diagnose.render.gain import gain_words, other_gains
 from diagnose.render.markdown.gfm import code, fenced, text
 from diagnose.render.markdown.gfm import table as _table
 from diagnose.render.units import bound_words, fmt_value, pid_text, utc_datetime
@@ -89,6 +89,9 @@ class MarkdownRenderer(Renderer):
             if gain:
                 out += [f"**Predicted gain** of the first remedy: {text(gain)}. Check it once applied: "
                         "`diagnose compare THIS_BUNDLE NEW_BUNDLE --change \"what changed\"`.", ""]
+            others = other_gains(v.gains, v.remedy)
+            if others:
+                out += [f"**Other remedies' predicted gains**: {text(others)}.", ""]
         if v.dedicated is not None:
             own = v.dedicated
             out += [f"**On dedicated cores** (the account without its waits for a core): {own.quadrant.value}"

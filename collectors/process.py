@@ -1,6 +1,6 @@
 """Process collector: psutil and /proc readings of the target and the host at ``process_hz``.
 
-Stream PROCESS (diagnose/bundle/streams.py ProcessRecord), one record per tick with *cumulative*
+Stream PROCESS (diagnose/bundle/records/process.py ProcessReading), one record per tick with *cumulative*
 counters (CPU seconds, context switches, IO bytes) so analysis can difference them over any window:
 ``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s`` (psutil ``cpu_times``), ``rss_bytes``,
 ``num_threads``, ``ctx_vol``/``ctx_invol``, ``io_read_bytes``/``io_write_bytes`` (psutil

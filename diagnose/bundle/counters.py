@@ -1,5 +1,5 @@
 """Reading the PROCESS stream's cumulative counters: the one formula each for process CPU,
-per-thread CPU and host CPU shares between two records.
+per-thread CPU and host CPU shares between two readings (diagnose/bundle/records/process.py).
 
 The capture's signals (diagnose/signals/process.py, threads.py) and the live sparklines
 (diagnose/tui/live/series.py) both use these, so the live view and the report agree. Pure,
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from diagnose.bundle.records.process import ProcessReading
 
 # Host psutil cpu_times fields. On Linux guest and guest_nice are already counted inside user and
 # nice (psutil's cpu_percent and htop subtract them too); idle, iowait and steal are time the host's
@@ -18,14 +21,17 @@ GUEST_FIELDS = ("guest", "guest_nice")
 NOT_BUSY_FIELDS = ("idle", "iowait", "steal")
 
 
-def process_cpu_s(record: Mapping[str, Any]) -> float:
-    """Cumulative CPU seconds (user + system) of the target in one PROCESS record."""
-    return float(record["cpu_user_s"] + record["cpu_system_s"])
+def process_cpu_s(record: ProcessReading) -> float | None:
+    """Cumulative CPU seconds (user + system) of the target in one PROCESS reading; None when it
+    has no CPU times."""
+    if record.cpu_user_s is None or record.cpu_system_s is None:
+        return None
+    return record.cpu_user_s + record.cpu_system_s
 
 
-def thread_cpu_s(record: Mapping[str, Any]) -> dict[int, float]:
-    """Cumulative CPU seconds (user + system) of each thread in one PROCESS record."""
-    return {row[0]: row[1] + row[2] for row in record.get("threads", [])}
+def thread_cpu_s(record: ProcessReading) -> dict[int, float]:
+    """Cumulative CPU seconds (user + system) of each thread in one PROCESS reading."""
+    return {row.tid: row.user_s + row.system_s for row in record.threads}
 
 
 def cpu_since(start: Mapping[int, float], now: Mapping[int, float]) -> dict[int, float]:

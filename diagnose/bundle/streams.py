@@ -3,9 +3,11 @@ it, the shape of one record and how it is read.
 
 Every other module names a stream through its spec (``PROCESS.name``, ``PYSPY_WINDOWS.file(3)``),
 never by a literal: ``tests/bundle/test_stream_specs.py`` fails if a declared name appears in the
-package sources anywhere but here. Record shapes are TypedDicts: the records stay the plain dicts
-the JSON Lines hold (a stream may be hand-edited or torn, so readers still check what they use),
-and the declaration says which keys a producer writes and in which unit.
+package sources anywhere but here. A stream typed on the host names its record class in
+diagnose/bundle/records/ (``Bundle.typed``: decoded and checked once); the other record shapes are
+TypedDicts: the records stay the plain dicts the JSON Lines hold (a stream may be hand-edited or
+torn, so readers still check what they use), and the declaration says which keys a producer writes
+and in which unit.
 
 Standard library only: the in-target agent imports this package.
 """
@@ -64,39 +66,6 @@ def record_tuple(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...
     return tuple(records)
 
 
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 2**62 and v == v
-
-
-def _row(row: Any) -> list[Any] | None:
-    """One ThreadRow with its types checked: tid int, CPU seconds numbers; wrong-typed state,
-    wchan or schedstat cells become null (unknown), a row without a tid or CPU times is dropped."""
-    if not isinstance(row, list) or len(row) < 3 or type(row[0]) is not int or not (_num(row[1]) and _num(row[2])):
-        return None
-    state, wchan, *sched = (list(row[3:]) + [None, None])[:2] + list(row[5:8])
-    sched = (sched + [None] * 3)[:3]
-    if not all(type(v) is int and 0 <= v < 2**62 for v in sched):
-        sched = [None, None, None]  # the three schedstat counters are read together, or not at all
-    return [row[0], row[1], row[2], state if isinstance(state, str) else None,
-            wchan if isinstance(wchan, str) else None, *sched]
-
-
-def process_records(records: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
-    """PROCESS records with their types checked: one malformed record (a t_ns that is not an int,
-    CPU times that are not numbers) is dropped and counted (``Bundle.invalid_records``), not the
-    stream; a malformed thread row costs only that row."""
-    out = []
-    for r in records:
-        if type(r.get("t_ns")) is not int or not 0 < r["t_ns"] < 2**62 or not all(
-                _num(r[k]) for k in ("cpu_user_s", "cpu_system_s") if k in r):
-            continue
-        if "threads" in r:
-            rows = r["threads"] if isinstance(r["threads"], list) else []
-            r = {**r, "threads": [x for x in map(_row, rows) if x is not None]}
-        out.append(r)
-    return tuple(out)
-
-
 MAX_WINDOW_BYTES = 256 << 20  # one py-spy window file read whole (a 5 s window is a few MiB)
 
 
@@ -120,38 +89,6 @@ def read_json_list(path: Path) -> list[dict[str, Any]] | None:
 
 
 # ---- record shapes ------------------------------------------------------------------------------
-
-# One OS thread in a process record: [tid, user_s, system_s, state letter, wchan, run_ns, wait_ns,
-# slices] (cumulative; the last three from schedstat, null where the kernel has none).
-ThreadRow = list
-
-
-class _ProcessRecordRequired(TypedDict):
-    t_ns: int  # Unix ns of the reading
-    cpu_user_s: float  # cumulative, psutil cpu_times
-    cpu_system_s: float
-
-
-class ProcessRecord(_ProcessRecordRequired, total=False):
-    """One reading of the target and the host (collectors/process.py), cumulative counters."""
-
-    rss_bytes: int
-    num_threads: int
-    ctx_vol: int
-    ctx_invol: int
-    io_read_bytes: int
-    io_write_bytes: int
-    threads: list[ThreadRow]
-    connections: int  # every CONN_EVERY readings
-    tcp: dict[str, Any]  # every CONN_EVERY readings: listening_ports, accepted (connections on them)
-    children: list[dict[str, Any]]  # with --subprocesses: pid, name, cpu_user_s, cpu_system_s, ...
-    sys_cpu_s: dict[str, float]  # host psutil cpu_times: user, nice, system, idle, iowait, steal, guest...
-    ncpu: int
-    loadavg: list[float]
-    disk: dict[str, int]  # read_bytes, write_bytes
-    net: dict[str, int]  # bytes_sent, bytes_recv
-    period_s: float  # the interval it was read at (the overhead budget may change it)
-
 
 class ChromeTraceEvent(TypedDict, total=False):
     """One event of a py-spy chrometrace window: B/E per frame, ``ts`` in us from the window origin."""
@@ -196,7 +133,7 @@ class NvmlCallRecord(TypedDict, total=False):
 
 # ---- the streams ---------------------------------------------------------------------------------
 
-PROCESS = StreamSpec("process.jsonl", "process", ProcessRecord, process_records)
+PROCESS = StreamSpec("process.jsonl", "process", "ProcessReading", record_tuple)
 THREADS = StreamSpec("threads.jsonl", "process", "ThreadNameRecord", record_tuple)
 PYSPY = StreamSpec("pyspy.jsonl", "pyspy", "PyspyWindowRecord", record_tuple)
 PYSPY_SOURCES = StreamSpec("pyspy-sources.jsonl", "pyspy", "PyspySourceRecord", record_tuple)

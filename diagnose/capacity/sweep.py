@@ -346,7 +346,7 @@ def _other_service(report: Report | None, sweep: Sweep) -> list[str]:
         port = urllib.parse.urlsplit(sweep.target).port
     except ValueError:
         return []
-    ports = listening_ports(report.bundle.stream(PROCESS))
+    ports = listening_ports(report.bundle.typed(PROCESS))
     if port is None or not ports or port in ports:
         return []
     return [f"the sweep ran against port {port} ({sweep.target}) but the capture's target listened on "

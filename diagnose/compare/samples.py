@@ -17,7 +17,6 @@ from diagnose.bundle.counters import process_cpu_s
 from diagnose.bundle.streams import PROCESS, SPANS
 from diagnose.model import Report
 from diagnose.signals.gpu_series import read_gpm, read_nvml
-from diagnose.signals.process import accepted_connections
 from diagnose.signals.spans.analytics import parse_spans
 
 Points = list[tuple[int, float]]
@@ -44,18 +43,18 @@ def _window(report: Report, ends: np.ndarray, starts: np.ndarray) -> tuple[int, 
 
 
 def _process_series(report: Report) -> dict[str, Points]:
-    recs = [r for r in report.bundle.stream(PROCESS) if type(r.get("t_ns")) is int and 0 < r["t_ns"] < 2**63]
+    recs = report.bundle.typed(PROCESS)
     cpu: Points = []
     for a, b in zip(recs, recs[1:]):
-        dt = (b["t_ns"] - a["t_ns"]) / 1e9
-        ncpu = b.get("ncpu") if type(b.get("ncpu")) is int and 0 < b["ncpu"] < 100_000 else 1024
-        try:
-            pct = 100.0 * (process_cpu_s(b) - process_cpu_s(a)) / dt if dt > 0 else -1.0
-        except (TypeError, KeyError, OverflowError):
+        dt = (b.t_ns - a.t_ns) / 1e9
+        ncpu = b.ncpu or 1024
+        cpu_a, cpu_b = process_cpu_s(a), process_cpu_s(b)
+        if cpu_a is None or cpu_b is None:
             continue
+        pct = 100.0 * (cpu_b - cpu_a) / dt if dt > 0 else -1.0
         if 0.0 <= pct <= 110.0 * ncpu:  # a counter that went back, or past every core: not a reading
-            cpu.append((b["t_ns"], pct))
-    tcp = [(r["t_ns"], float(n)) for r in recs if (n := accepted_connections(r)) is not None]
+            cpu.append((b.t_ns, pct))
+    tcp = [(r.t_ns, float(n)) for r in recs if (n := r.accepted) is not None]
     return {"process_cpu_pct": cpu, "tcp_in_flight": tcp}
 
 

@@ -312,7 +312,7 @@ def thread_table(profile: StackProfile, proc: ProcessSummary | None) -> tuple[Th
 
 
 def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> SourceResult:
-    proc_records = sorted(bundle.stream(PROCESS), key=lambda r: r.get("t_ns", 0))
+    proc_records = sorted(bundle.typed(PROCESS), key=lambda r: r.t_ns)
     proc = summarize(proc_records, bundle.typed(THREADS))
     kernel = KernelTimeline(proc.threads if proc else thread_usage(proc_records))
     profile, timeline, windows, bad = load_profile(bundle, kernel)

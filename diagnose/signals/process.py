@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from diagnose.bundle.counters import HostCpu, host_cpu, process_cpu_s
-from diagnose.bundle.records import ThreadNameRecord
+from diagnose.bundle.records import ProcessReading, ThreadNameRecord
 from diagnose.model import Signal, missing
 from diagnose.signals.threads import ThreadUsage, thread_usage
 
@@ -41,67 +40,50 @@ class ProcessSummary:
     children_cpu_s: float | None = None  # with --subprocesses: CPU of all descendants over the capture
 
 
-MAX_CONNECTIONS = 10**7  # more accepted connections than any kernel holds: a malformed record
+def listening_ports(records: Iterable[ProcessReading]) -> set[int]:
+    """TCP ports the target listened on in any PROCESS reading (malformed entries left out)."""
+    return {p for r in records if r.tcp is not None for p in r.tcp.listening_ports}
 
 
-def accepted_connections(record: dict[str, Any]) -> int | None:
-    """A PROCESS record's count of connections accepted on the target's listening sockets, or
-    None when it has none or it is malformed (not an int, negative, absurd)."""
-    tcp = record.get("tcp")
-    n = tcp.get("accepted") if isinstance(tcp, dict) else None
-    return n if type(n) is int and 0 <= n <= MAX_CONNECTIONS else None
-
-
-def listening_ports(records: Iterable[dict[str, Any]]) -> set[int]:
-    """TCP ports the target listened on in any PROCESS record (malformed entries left out)."""
-    out: set[int] = set()
-    for r in records:
-        tcp = r.get("tcp")
-        ports = tcp.get("listening_ports") if isinstance(tcp, dict) else None
-        if isinstance(ports, list):
-            out.update(p for p in ports[:1024] if type(p) is int and 0 < p < 65536)
-    return out
-
-
-def summarize(records: list[dict[str, Any]], names: Iterable[ThreadNameRecord]) -> ProcessSummary | None:
-    """Reduce PROCESS records (time-ordered); None with fewer than two records."""
-    if len(records) < 2:
+def summarize(records: list[ProcessReading], names: Iterable[ThreadNameRecord]) -> ProcessSummary | None:
+    """Reduce PROCESS readings (time-ordered); None with fewer than two readings with CPU times."""
+    timed = [(r, cpu) for r in records if (cpu := process_cpu_s(r)) is not None]
+    if len(timed) < 2:
         return None
-    first, last = records[0], records[-1]
-    conns = [r["connections"] for r in records if "connections" in r]
+    (first, cpu0), (last, cpu1) = timed[0], timed[-1]
+    conns = [r.connections for r in records if r.connections is not None]
     return ProcessSummary(
         records=len(records),
-        elapsed_s=(last["t_ns"] - first["t_ns"]) / 1e9,
-        cpu_s=process_cpu_s(last) - process_cpu_s(first),
-        ncpu=int(last.get("ncpu") or 1),
+        elapsed_s=(last.t_ns - first.t_ns) / 1e9,
+        cpu_s=cpu1 - cpu0,
+        ncpu=last.ncpu or 1,
         threads=thread_usage(records),
         comm={n.tid: n.comm or "" for n in names},
-        host=host_cpu(first.get("sys_cpu_s", {}), last.get("sys_cpu_s", {})),
-        io_read_bytes=_diff(first, last, "io_read_bytes"),
-        io_write_bytes=_diff(first, last, "io_write_bytes"),
-        rss_max_bytes=max(r.get("rss_bytes", 0) for r in records),
+        host=host_cpu(first.sys_cpu_s, last.sys_cpu_s),
+        io_read_bytes=_diff(first.io_read_bytes, last.io_read_bytes),
+        io_write_bytes=_diff(first.io_write_bytes, last.io_write_bytes),
+        rss_max_bytes=max(r.rss_bytes or 0 for r in records),
         connections_max=max(conns) if conns else None,
-        tcp_accepted=tuple(n for r in records if (n := accepted_connections(r)) is not None),
+        tcp_accepted=tuple(n for r in records if (n := r.accepted) is not None),
         children_cpu_s=_children_cpu(records),
     )
 
 
-def _children_cpu(records: list[dict[str, Any]]) -> float | None:
+def _children_cpu(records: list[ProcessReading]) -> float | None:
     """Summed CPU seconds of descendant processes between their first and last reading."""
-    if not any("children" in r for r in records):
+    if all(r.children is None for r in records):
         return None
     first: dict[int, float] = {}
     last: dict[int, float] = {}
     for rec in records:
-        for c in rec.get("children", []):
-            cpu = c["cpu_user_s"] + c["cpu_system_s"]
-            first.setdefault(c["pid"], cpu)
-            last[c["pid"]] = cpu
+        for c in rec.children or ():
+            first.setdefault(c.pid, c.cpu_s)
+            last[c.pid] = c.cpu_s
     return sum(last[p] - first[p] for p in last)
 
 
-def _diff(a: dict[str, Any], b: dict[str, Any], key: str) -> float | None:
-    return b[key] - a[key] if key in a and key in b else None
+def _diff(a: int | None, b: int | None) -> float | None:
+    return b - a if a is not None and b is not None else None
 
 
 def process_signals(s: ProcessSummary | None, reason: str, python_tids: set[int] | None,

@@ -8,28 +8,20 @@ thread states, CPU times and connections of that stretch unknown: counted and st
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
+from diagnose.bundle.records.process import ProcessReading
 from diagnose.results.quality import ProcessQuality
 
 GAP_PERIODS = 3.0
 MAX_LISTED = 3
 
 
-def _period(record: dict[str, Any], default_s: float | None) -> float | None:
-    p = record.get("period_s")
-    if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 3600:
-        return float(p)
-    return default_s
-
-
-def process_gaps(records: Iterable[dict[str, Any]], default_period_s: float | None) -> ProcessQuality:
+def process_gaps(records: Iterable[ProcessReading], default_period_s: float | None) -> ProcessQuality:
     """The gap figures of the process section, for readings ``t_ns``-ordered: how many gaps longer
     than GAP_PERIODS periods (None with fewer than two readings), the longest and their total (s),
     and a statement when there is one. ``records`` is left to the caller."""
-    times = [(r["t_ns"], _period(r, default_period_s)) for r in records
-             if type(r.get("t_ns")) is int and 0 < r["t_ns"] < 2**63]
-    times.sort()
+    times = sorted(((r.t_ns, r.period_s if r.period_s is not None else default_period_s) for r in records),
+                   key=lambda tp: (tp[0], tp[1] or 0.0))
     gaps = [((b - a) / 1e9, p) for (a, p), (b, _) in zip(times, times[1:]) if p and (b - a) / 1e9 > GAP_PERIODS * p]
     if not gaps:
         return ProcessQuality(gaps=0 if len(times) > 1 else None)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from diagnose.agent.inproc.torchwin import YIELD_S
 from diagnose.bundle import Bundle
 from diagnose.bundle.streams import PROCESS, SPANS, TORCH
-from diagnose.signals.process import accepted_connections
 from diagnose.signals.spans.analytics import parse_spans
 from diagnose.signals.spans.sampling import in_sample, sampling_of
 
@@ -63,7 +62,7 @@ def open_requests(bundle: Bundle) -> OpenRequests | None:
 def connection_readings(bundle: Bundle) -> tuple[list[int], list[int]]:
     """(t_ns, accepted connections) readings of the process collector, time-ordered."""
     def build() -> tuple[list[int], list[int]]:
-        rows = sorted((r["t_ns"], n) for r in bundle.stream(PROCESS) if (n := accepted_connections(r)) is not None)
+        rows = sorted((r.t_ns, n) for r in bundle.typed(PROCESS) if (n := r.accepted) is not None)
         return [t for t, _ in rows], [n for _, n in rows]
     return bundle.derived("process.connection_readings", build)
 

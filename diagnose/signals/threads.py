@@ -2,7 +2,7 @@
 
 Sources: /proc/<pid>/task/<tid>/stat (state letter, utime/stime via psutil), ``wchan`` (the kernel
 function a sleeping thread waits in) and ``schedstat`` (ns on a CPU, ns runnable but waiting for a
-CPU, timeslices), read at ~10 Hz. Pure: input is the decoded PROCESS records.
+CPU, timeslices), read at ~10 Hz. Pure: input is the decoded PROCESS readings (ProcessReading).
 """
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from diagnose.bundle.counters import cpu_since, thread_cpu_s
 from diagnose.catalogs.frames import WAIT_CHANNELS
 
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle
+    from diagnose.bundle.records.process import ProcessReading
 
 
 def wait_class(state: str | None, wchan: str | None) -> str:
@@ -77,22 +78,15 @@ class ThreadUsage:
         return f"{cls} ({wchans.most_common(1)[0][0]})" if cls != "running" and wchans else cls
 
 
-def _row(row: list[Any]) -> tuple[int, float, float, str | None, str | None, int | None, int | None, int | None]:
-    tid, user_s, sys_s, state, wchan, *sched = row
-    run_ns, wait_ns, slices = (list(sched) + [None, None, None])[:3]
-    return tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices
-
-
-def thread_usage(records: list[dict[str, Any]]) -> dict[int, ThreadUsage]:
-    """Fold time-ordered process records into per-thread usage and readings."""
+def thread_usage(records: list[ProcessReading]) -> dict[int, ThreadUsage]:
+    """Fold time-ordered process readings into per-thread usage and readings."""
     threads: dict[int, ThreadUsage] = {}
     first: dict[int, tuple] = {}
     prev: dict[int, tuple[float, float]] = {}
     start_cpu = thread_cpu_s(records[0]) if records else {}
     for rec in records:
         used = cpu_since(start_cpu, thread_cpu_s(rec))
-        for row in rec.get("threads", []):
-            tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices = _row(row)
+        for tid, user_s, sys_s, state, wchan, run_ns, wait_ns, slices in rec.threads:
             tu = threads.setdefault(tid, ThreadUsage(tid))
             # schedstat counters follow cpu_since's rule: a thread born during the capture from zero
             base = (run_ns, wait_ns, slices) if tid in start_cpu else (
@@ -106,7 +100,7 @@ def thread_usage(records: list[dict[str, Any]]) -> dict[int, ThreadUsage]:
             du, ds = user_s - pu, sys_s - ps
             prev[tid] = (user_s, sys_s)
             share = ds / (du + ds) if du + ds > 0 else None
-            tu.readings.append(Reading(rec["t_ns"], wait_class(state, wchan), wchan, share))
+            tu.readings.append(Reading(rec.t_ns, wait_class(state, wchan), wchan, share))
     return threads
 
 
@@ -140,5 +134,5 @@ def bundle_thread_usage(bundle: Bundle) -> dict[int, ThreadUsage]:
     from diagnose.bundle.streams import PROCESS
 
     return bundle.derived("process.thread_usage", lambda: thread_usage(
-        sorted(bundle.stream(PROCESS), key=lambda r: r.get("t_ns", 0))))
+        sorted(bundle.typed(PROCESS), key=lambda r: r.t_ns)))
 

@@ -23,6 +23,7 @@ from diagnose.bundle import (
     bundle_dir_name,
 )
 from diagnose.bundle.counters import cpu_since, host_cpu, thread_cpu_s
+from diagnose.bundle.records.process import ProcessReading, process_reading
 from diagnose.bundle.streams import PROCESS, PYSPY, PYSPY_WINDOWS
 from diagnose.signals import extract
 from diagnose.signals.process import process_signals, summarize
@@ -96,9 +97,11 @@ def test_pyspy_windows_are_parsed_once_per_analysis(tmp_path, monkeypatch):
     assert out.data_quality.pyspy.stack_segments > 0 and out.signals["stacks.sampled_s"].value > 0
 
 
-def _record(t_s: float, cpu_s: float, threads: list[list], sys_cpu: dict[str, float]) -> dict:
-    return {"t_ns": int(t_s * 1e9), "cpu_user_s": cpu_s, "cpu_system_s": 0.0, "threads": threads,
-            "sys_cpu_s": sys_cpu, "ncpu": 2, "rss_bytes": 1}
+def _record(t_s: float, cpu_s: float, threads: list[list], sys_cpu: dict[str, float]) -> ProcessReading:
+    rec = process_reading({"t_ns": int(t_s * 1e9) + 1, "cpu_user_s": cpu_s, "cpu_system_s": 0.0, "threads": threads,
+                           "sys_cpu_s": sys_cpu, "ncpu": 2, "rss_bytes": 1})
+    assert rec is not None
+    return rec
 
 
 def test_host_busy_leaves_out_guest_time_counted_in_user():

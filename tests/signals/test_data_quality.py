@@ -4,6 +4,7 @@ stack-based findings). The real-process checks live in tests/capture, tests/agen
 from __future__ import annotations
 
 from diagnose.bundle.records.manifest import CollectorEntry, manifest_info
+from diagnose.bundle.records.process import ProcessReading
 from diagnose.model import Evidence, Finding, Layer, Quadrant, Severity
 from diagnose.results.quality import DataQuality
 from diagnose.signals.process_gaps import process_gaps
@@ -118,9 +119,9 @@ def test_stack_findings_lose_confidence_below_a_quarter_of_the_requested_rate():
 
 def test_process_collector_gaps_longer_than_three_intervals():
     t = [0.0, 0.1, 0.2, 1.4, 1.5, 1.6, 2.5]
-    q = process_gaps([{"t_ns": int(1e9 + x * 1e9), "period_s": 0.1} for x in t], None)
+    q = process_gaps([ProcessReading(t_ns=int(1e9 + x * 1e9), period_s=0.1) for x in t], None)
     assert q.gaps == 2 and q.gap_max_s == 1.2 and q.gaps_statement and "longest 1.2 s" in q.gaps_statement
-    assert process_gaps([{"t_ns": int(1e9 + x * 1e9)} for x in t], 1.0).gaps == 0  # 1 s interval
+    assert process_gaps([ProcessReading(t_ns=int(1e9 + x * 1e9)) for x in t], 1.0).gaps == 0  # 1 s interval
 
 
 def _span(i: int, start: int, dur: int) -> dict:

@@ -67,11 +67,12 @@ def test_kernel_reading_decides_what_an_io_frame_means():
 
 
 def test_kernel_timeline_finds_nearest_reading():
+    from diagnose.bundle.records.process import process_reading
     from diagnose.signals.threads import KernelTimeline, thread_usage
 
     t0 = 1_700_000_000_000_000_000
     rows = [("S", "futex_do_wait", 1.0, 0.0), ("R", None, 1.0, 0.5), ("S", "wait_woken", 1.1, 0.5)]
-    records = [{"t_ns": t0 + i * 100_000_000, "threads": [[7, u, sy, st, w, 10 * i, 5 * i, i]]}
+    records = [process_reading({"t_ns": t0 + i * 100_000_000, "threads": [[7, u, sy, st, w, 10 * i, 5 * i, i]]})
                for i, (st, w, u, sy) in enumerate(rows)]
     usage = thread_usage(records)
     assert usage[7].run_ns == 20 and usage[7].wait_ns == 10 and usage[7].slices == 2
@@ -84,10 +85,12 @@ def test_kernel_timeline_finds_nearest_reading():
 
 
 def test_threads_born_during_the_capture_count_from_zero():
+    from diagnose.bundle.records.process import process_reading
     from diagnose.signals.threads import thread_usage
 
-    records = [{"t_ns": 0, "threads": [[1, 1.0, 0.0, "R", None, 5, 1, 1]]},
-               {"t_ns": 100, "threads": [[1, 1.5, 0.0, "R", None, 9, 2, 2], [2, 0.2, 0.1, "S", None, 300, 40, 3]]}]
+    records = [process_reading({"t_ns": 1, "threads": [[1, 1.0, 0.0, "R", None, 5, 1, 1]]}),
+               process_reading({"t_ns": 100, "threads": [[1, 1.5, 0.0, "R", None, 9, 2, 2],
+                                                          [2, 0.2, 0.1, "S", None, 300, 40, 3]]})]
     usage = thread_usage(records)
     assert usage[1].cpu_s == 0.5 and usage[1].run_ns == 4
     assert abs(usage[2].cpu_s - 0.3) < 1e-9 and usage[2].run_ns == 300 and usage[2].wait_ns == 40

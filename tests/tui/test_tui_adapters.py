@@ -92,7 +92,7 @@ def test_live_series_match_the_final_analysis(analysed):
     series = ProcessSeries()
     records = list(b.records("process.jsonl"))
     for rec in records:
-        series.add(rec)
+        series.add_raw(rec)
     snap = series.snapshot()
     # one time-weighted mean per 1 s bucket: the capture's seconds, not its 10 Hz readings
     span_s = (records[-1]["t_ns"] - records[0]["t_ns"]) / 1e9

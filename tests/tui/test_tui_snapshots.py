@@ -50,12 +50,12 @@ def _collecting_app(tmp_path) -> DiagnoseApp:
     bundle = Bundle.open(SERVICE)
     m = bundle.manifest
     cpu = ProcessSeries()
-    for rec in bundle.stream(THREADS):
-        cpu.add_name(rec)
+    for name in bundle.typed(THREADS):
+        cpu.add_name(name)
     t0 = None
-    for rec in bundle.stream(PROCESS):
-        t0 = rec["t_ns"] if t0 is None else t0
-        if rec["t_ns"] - t0 <= COLLECTING_S * 1e9:
+    for rec in bundle.typed(PROCESS):
+        t0 = rec.t_ns if t0 is None else t0
+        if rec.t_ns - t0 <= COLLECTING_S * 1e9:
             cpu.add(rec)
     # an attach's first paint: every default collector, those the fixture lacks unavailable
     ran = {c["name"] for c in m["collectors"]}

@@ -142,19 +142,20 @@ def _series(prefix: str, points: list[tuple[int, dict[str, Any]]], interval: boo
 
 def process_events(bundle: Bundle) -> list[Event]:
     from diagnose.bundle.counters import host_cpu, process_cpu_s
-    from diagnose.signals.gpu_series import numbers
 
-    recs = sorted(bundle.stream(PROCESS), key=lambda r: r["t_ns"])
+    recs = sorted(bundle.typed(PROCESS), key=lambda r: r.t_ns)
     out: list[Event] = []
     for a, b in zip(recs, recs[1:]):
-        dt_s = (b["t_ns"] - a["t_ns"]) / 1e9
-        if dt_s <= 0:
+        dt_s = (b.t_ns - a.t_ns) / 1e9
+        cpu_a, cpu_b = process_cpu_s(a), process_cpu_s(b)
+        if dt_s <= 0 or cpu_a is None or cpu_b is None:
             continue
-        host = host_cpu(numbers(a.get("sys_cpu_s")), numbers(b.get("sys_cpu_s")))
-        out += counter(PROC, a["t_ns"], "target cpu_pct", 100.0 * (process_cpu_s(b) - process_cpu_s(a)) / dt_s)
-        out += counter(PROC, a["t_ns"], "host busy_pct", host.busy_pct if host else None)
+        host = host_cpu(a.sys_cpu_s, b.sys_cpu_s)
+        out += counter(PROC, a.t_ns, "target cpu_pct", 100.0 * (cpu_b - cpu_a) / dt_s)
+        out += counter(PROC, a.t_ns, "host busy_pct", host.busy_pct if host else None)
     for r in recs:
-        out += [e for k in ("rss_bytes", "num_threads") for e in counter(PROC, r["t_ns"], f"target {k}", r.get(k))]
+        out += counter(PROC, r.t_ns, "target rss_bytes", r.rss_bytes)
+        out += counter(PROC, r.t_ns, "target num_threads", r.num_threads)
     return out
 
 

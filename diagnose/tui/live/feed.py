@@ -164,7 +164,7 @@ class LiveFeed:
             self._spans = JsonlTail(path / SPANS.name, SPANS_BYTES_PER_READ)
             self._serving = JsonlTail(path / SERVING.name, SERVING_BYTES_PER_READ)
         for rec in self._names.read():
-            self.cpu.add_name(rec)
+            self.cpu.add_raw_name(rec)
         now_ns = time.time_ns()
         for rec in self._spans.read():
             self.requests.add(rec, now_ns)
@@ -172,7 +172,7 @@ class LiveFeed:
             self.engine.add(rec)
         n = 0
         for rec in self._process.read():
-            self.cpu.add(rec)
+            self.cpu.add_raw(rec)
             n += 1
         return n
 
@@ -229,9 +229,9 @@ def replay_view(report: Report) -> tuple[LiveHeaderVM, LiveVM]:
     same series (as parsed for the analysis), and the Report's analysis of the whole bundle."""
     bundle, analysis = report.bundle, report.analysis
     cpu = ProcessSeries()
-    for rec in bundle.stream(THREADS):
-        cpu.add_name(rec)
-    for rec in bundle.stream(PROCESS):
+    for name in bundle.typed(THREADS):
+        cpu.add_name(name)
+    for rec in bundle.typed(PROCESS):
         cpu.add(rec)
     m = bundle.info
     elapsed_s = ((m.ended_ns or 0) - (m.started_ns or 0)) / 1e9

@@ -1,9 +1,9 @@
 """Live time series for the dashboard, accumulated from the capture's own records. Pure.
 
-``ProcessSeries`` turns consecutive PROCESS records (cumulative counters, see
-collectors/process.py) into per-interval process CPU %, host CPU % and per-thread CPU %. The
-counters are read by the same pure functions as the capture's signals
-(diagnose/bundle/counters.py), so the two agree. Each interval's value goes into a 1 s bucket
+``ProcessSeries`` turns consecutive PROCESS readings (cumulative counters, read leniently into the
+type the analysis reads: diagnose/bundle/records/process.py) into per-interval process CPU %, host
+CPU % and per-thread CPU %. The counters are read by the same pure functions as the capture's
+signals (diagnose/bundle/counters.py), so the two agree. Each interval's value goes into a 1 s bucket
 (``TimeBuckets``, time-weighted), so a sparkline column is a mean over whole seconds rather than
 one 10 Hz sample: a panel 30 columns wide shows minutes, not 3 s, and memory stays bounded at
 MAX_BUCKETS per series.
@@ -26,6 +26,9 @@ from typing import Any
 
 from diagnose.bundle.counters import cpu_since, host_cpu, process_cpu_s, thread_cpu_s
 from diagnose.bundle.errors import MALFORMED
+from diagnose.bundle.records import ThreadNameRecord
+from diagnose.bundle.records.base import lenient
+from diagnose.bundle.records.process import ProcessReading, process_reading
 
 BUCKET_S = 1.0
 MAX_BUCKETS = 1800  # 30 min of 1 s buckets per series: more than any panel shows
@@ -141,7 +144,7 @@ class ProcessSeries:
     def __init__(self, busiest_window_s: float = 2.0):
         self.records = 0
         self.skipped = 0  # malformed records (a hand-edited bundle)
-        self._prev: dict[str, Any] | None = None
+        self._prev: tuple[ProcessReading, float] | None = None  # the last reading and its CPU seconds
         self._t0_ns: int | None = None
         self._process = TimeBuckets()
         self._host = TimeBuckets()
@@ -151,39 +154,50 @@ class ProcessSeries:
         self._names: dict[int, str] = {}
         self._ncpu = 1
 
-    def add_name(self, record: dict[str, Any]) -> None:
-        """A THREADS record: {tid, comm}. A malformed one (hand-edited bundle) is skipped."""
-        try:
-            if "tid" in record:
-                self._names[int(record["tid"])] = str(record.get("comm") or "")
-        except MALFORMED:
-            self.skipped += 1
+    def add_name(self, record: ThreadNameRecord) -> None:
+        """A THREADS record: a thread's name."""
+        self._names[record.tid] = record.comm or ""
 
-    def add(self, rec: dict[str, Any]) -> None:
-        """A PROCESS record; a malformed one is counted in ``skipped``, never raised."""
-        try:
-            ncpu, t_ns = int(rec.get("ncpu") or self._ncpu), int(rec.get("t_ns", 0))
-            threads, proc_s = thread_cpu_s(rec), process_cpu_s(rec)
-            host = None if self._prev is None else host_cpu(self._prev.get("sys_cpu_s") or {},
-                                                            rec.get("sys_cpu_s") or {})
-        except MALFORMED:
+    def add_raw(self, raw: dict[str, Any]) -> None:
+        """A PROCESS line as the live tail decoded it, read as the analysis reads it
+        (records/process.py); one that is not a reading is counted in ``skipped``."""
+        rec = process_reading(raw)
+        if rec is None:
+            self.skipped += 1
+        else:
+            self.add(rec)
+
+    def add_raw_name(self, raw: dict[str, Any]) -> None:
+        """A THREADS line as the live tail decoded it; a malformed one is counted in ``skipped``."""
+        rec = lenient(ThreadNameRecord, raw)
+        if rec is None:
+            self.skipped += 1
+        else:
+            self.add_name(rec)
+
+    def add(self, rec: ProcessReading) -> None:
+        """A PROCESS reading; one without CPU times is counted in ``skipped``."""
+        proc_s = process_cpu_s(rec)
+        if proc_s is None:
             self.skipped += 1
             return
+        t_ns, threads = rec.t_ns, thread_cpu_s(rec)
+        host = None if self._prev is None else host_cpu(self._prev[0].sys_cpu_s, rec.sys_cpu_s)
         self.records += 1
-        self._ncpu = ncpu
+        self._ncpu = rec.ncpu or self._ncpu
         self._thread_cpu.append((t_ns, threads))
         while self._thread_cpu and t_ns - self._thread_cpu[0][0] > self._window_ns:
             self._thread_cpu.popleft()
-        prev, self._prev = self._prev, rec
+        prev, self._prev = self._prev, (rec, proc_s)
         if self._t0_ns is None:
             self._t0_ns = t_ns
         if prev is None:
             return
-        dt_s = (t_ns - int(prev.get("t_ns", 0))) / 1e9
+        dt_s = (t_ns - prev[0].t_ns) / 1e9
         if dt_s <= 0:
             return
         t_s = (t_ns - self._t0_ns) / 1e9
-        self._process.add(t_s, max(0.0, 100.0 * (proc_s - process_cpu_s(prev)) / dt_s), dt_s)
+        self._process.add(t_s, max(0.0, 100.0 * (proc_s - prev[1]) / dt_s), dt_s)
         if host is not None:
             self._host.add(t_s, host.busy_pct, dt_s)
 

@@ -12,10 +12,11 @@ import pytest
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.spans import span_record
 from diagnose.bundle import Bundle, BundleWriter
+from diagnose.bundle.streams import GC
 from diagnose.results.spans import LlmDetail
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
-from diagnose.signals.spans.tail import gc_pauses, tail_summary
+from diagnose.signals.spans.tail import tail_summary
 from diagnose.signals.timeline import timeline_signals
 from diagnose.verdict.analyze import analyze
 
@@ -128,7 +129,7 @@ def test_stage_breakdown(bundle):
 
 def test_tail_analysis_names_stage_size_and_gc(bundle):
     ss, _ = _parsed(bundle)
-    pauses = gc_pauses(bundle.records("gc.jsonl"))
+    pauses = [(p.start_ns, p.end_ns) for p in bundle.typed(GC)]
     assert pauses
     tail = tail_summary(ss.requests, pauses)
     assert tail["requests"] == 1 and tail["cut_ms"] >= SLOW_QUEUE_S * 1e3

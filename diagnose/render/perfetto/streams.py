@@ -160,14 +160,13 @@ def process_events(bundle: Bundle) -> list[Event]:
 
 
 def gc_events(bundle: Bundle, names: Names) -> list[Event]:
-    from diagnose.signals.spans.tail import gc_pauses
-
+    """The GC pauses the analysis reads (GcPauseRecord: a malformed record is left out)."""
     out: list[Event] = []
-    for r in bundle.stream(GC):
-        for start, end in gc_pauses((r,)):
-            args = {k: r[k] for k in ("generation", "collected", "uncollectable") if type(r.get(k)) is int}
-            name = f"gc gen {args['generation']}" if "generation" in args else "gc"
-            out.append(Event("X", start, GC_PID, 0, name, "gc", end - start, args or None))
+    for r in bundle.typed(GC):
+        counts = (("generation", r.generation), ("collected", r.collected), ("uncollectable", r.uncollectable))
+        args = {k: v for k, v in counts if v is not None}
+        name = f"gc gen {r.generation}" if r.generation is not None else "gc"
+        out.append(Event("X", r.start_ns, GC_PID, 0, name, "gc", r.end_ns - r.start_ns, args or None))
     if out:
         names[(GC_PID, 0)] = "gc pauses (gc.callbacks)"
     return out

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -64,11 +63,6 @@ def gc_overlap(reqs: list[Request], pauses: list[tuple[int, int]]) -> tuple[int,
     return int((inside > 0).sum()), int(inside.sum())
 
 
-def gc_pauses(records: Iterable[dict[str, Any]]) -> list[tuple[int, int]]:
-    return [(r["start_ns"], r["end_ns"]) for r in records
-            if type(r.get("start_ns")) is int and type(r.get("end_ns")) is int and r["end_ns"] >= r["start_ns"]]
-
-
 def tail_summary(reqs: list[Request], pauses: list[tuple[int, int]]) -> dict[str, Any]:
     tail, cut_ms = tail_requests(reqs)
     if not tail:
@@ -95,4 +89,4 @@ def tail_summary(reqs: list[Request], pauses: list[tuple[int, int]]) -> dict[str
     }
 
 
-__all__ = ["gc_overlap", "gc_pauses", "tail_requests", "tail_summary"]
+__all__ = ["gc_overlap", "tail_requests", "tail_summary"]

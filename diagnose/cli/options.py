@@ -68,8 +68,9 @@ def capture_options(f):
                      help="Do not run this collector (repeatable)."),
         click.option("--no-tui", is_flag=True, help="Headless: no live progress line."),
         click.option("--torch-window", type=click.FloatRange(0.0, 60.0), default=10.0, show_default=True,
-                     help="Agent: torch profiled time (s), in bounded windows through the capture, each "
-                     "stop and export holding the target <= 50 ms; 0 = none."),
+                     help="Agent: torch profiled time (s), in bounded windows spread through the capture, "
+                     "at most 5% of it (the profiler slows every op while on), each stop and export holding "
+                     "the target <= 50 ms; 0 = none."),
         click.option("--inject", is_flag=True,
                      help="Load the agent into a target without one (Python >= 3.14, sys.remote_exec)."),
         click.option("--otlp-listen", metavar="HOST:PORT", callback=check_otlp_listen,

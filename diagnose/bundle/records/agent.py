@@ -38,6 +38,10 @@ class TorchTraceRecord(Record):
     quiesce_s: Finite | None = None  # waited for ops in flight before the stop (quiesce.py)
     cpu_s: Finite | None = None  # the target's process CPU during the window
     cut_by_cpu: bool = False
+    # the duty cycle (agent/inproc/windowplan.py DUTY_SHARE): profiled seconds so far, of the capture so far
+    profiled_s_total: Finite | None = None
+    capture_elapsed_s: Finite | None = None
+    profiled_share_pct: Finite | None = None
     note: str | None = None
     imported_from: str | None = None
 

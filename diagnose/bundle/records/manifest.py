@@ -51,6 +51,9 @@ class CollectorCounts(Struct, frozen=True, kw_only=True):
     torch_hold_total_ms: Reading | None = None
     torch_hold_budget_ms: Reading | None = None
     torch_export_pending: bool = False
+    torch_profiled_share_pct: Reading | None = None  # of the capture, under the duty cycle's budget
+    torch_duty_budget_pct: Reading | None = None
+    torch_profiled_budget_s: Reading | None = None
     spans_seen: SpanCount | None = None
     spans_kept: SpanCount | None = None
     spans_cpu_s: SpanCost | None = None

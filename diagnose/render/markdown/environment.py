@@ -80,7 +80,9 @@ def _torch_cost(c: CollectorCounts) -> str:
     total, profiled = c.torch_hold_total_ms or 0.0, c.torch_window_s or 0.0
     budget = c.torch_hold_budget_ms
     said = f" (budget {budget:.0f} ms per hold)" if budget else ""
-    return (f" The agent's {windows:.0f} torch windows ({profiled:.2f} s profiled) held the target at most "
+    share, duty = c.torch_profiled_share_pct, c.torch_duty_budget_pct
+    of = (f", {share:.1f}% of the capture" + (f" (budget {duty:g}%)" if duty else "")) if share is not None else ""
+    return (f" The agent's {windows:.0f} torch windows ({profiled:.2f} s profiled{of}) held the target at most "
             f"{hold:.1f} ms at a time, {total:.0f} ms in all{said}.")
 
 

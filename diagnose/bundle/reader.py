@@ -196,8 +196,9 @@ class Bundle:
     def _decode(self, name: str) -> tuple[dict[str, Any], ...]:
         lines, torn = self._lines(name)
         out = []
+        fast = _fast_decoder()
         for line in lines:
-            rec = _record(line)
+            rec = _record(line, fast)
             if rec is None:
                 torn += 1
             else:
@@ -237,14 +238,33 @@ class Bundle:
             raise BundleError(f"cannot read {self.path / name}: {_why(exc, name)}") from None
 
 
-def _record(line: bytes) -> dict[str, Any] | None:
-    """One JSON Lines record, or None for a blank, torn or non-object line."""
+def _fast_decoder() -> Callable[[bytes], Any] | None:
+    """msgspec's JSON decoder where it is installed (the host; the in-target agent never reads a
+    bundle and imports no third-party package): ~5x the standard library's speed on span lines."""
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    return msgspec.json.Decoder().decode
+
+
+def _record(line: bytes, fast: Callable[[bytes], Any] | None = None) -> dict[str, Any] | None:
+    """One JSON Lines record, or None for a blank, torn or non-object line. ``fast`` decodes first;
+    whatever it refuses (NaN, lone surrogates, invalid UTF-8, integers past 64 bits, deep nesting) is
+    read by the json module as before, so a record reads the same either way."""
     if not line.strip():
         return None
-    try:
-        rec = json.loads(line.decode("utf-8", errors="replace"))
-    except (ValueError, RecursionError):
-        return None
+    rec: Any = None
+    if fast is not None:
+        try:
+            rec = fast(line)
+        except Exception:  # noqa: BLE001 - any refusal: the json module decides, as it always did
+            rec = None
+    if rec is None:
+        try:
+            rec = json.loads(line.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            return None
     return rec if isinstance(rec, dict) else None
 
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from diagnose.agent.inproc.torchwin import YIELD_S
 from diagnose.bundle import Bundle
-from diagnose.bundle.streams import PROCESS, SPANS, TORCH
-from diagnose.signals.spans.analytics import parse_spans
-from diagnose.signals.spans.sampling import in_sample, sampling_of
+from diagnose.bundle.streams import PROCESS, TORCH
+from diagnose.signals.spans.analytics import parsed_sample
+from diagnose.signals.spans.sampling import sample_of
 
 MAX_SEGMENT_NS = 3600 * 10**9  # no py-spy window or profiler hold lasts an hour: longer ones are malformed
 
@@ -37,9 +37,8 @@ def open_requests(bundle: Bundle) -> OpenRequests | None:
     of them is open is 1 - exp(-L_unseen) (Poisson). Without it the accepted connections, which
     count idle keep-alive ones, stood for "a request open" and an idle loop read as IO."""
     def build() -> OpenRequests | None:
-        sampling = sampling_of(bundle.info)
-        records, _ = in_sample(bundle.stream(SPANS), sampling)
-        reqs = parse_spans(records).requests
+        sampling = sample_of(bundle)[2]
+        reqs = parsed_sample(bundle).requests
         if not reqs:
             return None
         starts: list[int] = []

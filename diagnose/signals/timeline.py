@@ -15,7 +15,7 @@ import numpy as np
 
 from diagnose.bundle import Bundle
 from diagnose.bundle.records.manifest import CollectorCounts
-from diagnose.bundle.streams import GC, SPANS, TORCH
+from diagnose.bundle.streams import GC, TORCH
 from diagnose.catalogs.frames import ALL_CATEGORIES, PARKED
 from diagnose.model import Signal, missing
 from diagnose.ranks.fanout import Fanout, FanoutError, current
@@ -30,10 +30,10 @@ from diagnose.signals.join import TimedStack, busiest_in_each, headline, join
 from diagnose.signals.kernel_timeline import trace_signals
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
 from diagnose.signals.ranks import rank_signals
-from diagnose.signals.spans.analytics import SpanSet, excluded, parse_spans, request_summary
+from diagnose.signals.spans.analytics import SpanSet, excluded, parsed_sample, request_summary
 from diagnose.signals.spans.coverage import recording_window, span_coverage
 from diagnose.signals.spans.llm import llm_summary
-from diagnose.signals.spans.sampling import in_sample, sampling_of
+from diagnose.signals.spans.sampling import sample_of
 from diagnose.signals.spans.source import NO_SPANS, llm_signals, request_signals
 from diagnose.signals.spans.tail import tail_summary
 from diagnose.signals.trace_groups import trace_groups, why_apart
@@ -219,12 +219,11 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
     if "agent" in bundle.collectors and not reports:
         torch_reason = collector_reason(bundle, "agent") + f" ({NO_TRACE})"
     collectors = bundle.info.collectors
-    sampling = sampling_of(bundle.info)
-    records, left_out = in_sample(bundle.stream(SPANS), sampling)
+    records, left_out, sampling = sample_of(bundle)
     if sampling is not None:
         sampling = dataclasses.replace(sampling, left_out=left_out)
     scale = sampling.scale if sampling is not None else 1.0
-    ss = parse_spans(records)
+    ss = parsed_sample(bundle)
     window = recording_window(collectors, _capture_window(bundle), {str(r.get("source")) for r in records})
     coverage = span_coverage(collectors, window, ss.spans)
     summary = _typed(request_summary(ss, window, coverage.covered if coverage else None, scale), RequestsDetail)

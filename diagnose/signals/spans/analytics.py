@@ -13,13 +13,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from diagnose.catalogs.stages import STAGE_CATALOG, STAGES
 from diagnose.signals.spans.lifetime import RULE, lifetime_mask
 from diagnose.traces.intervals import merge
+
+if TYPE_CHECKING:
+    from diagnose.bundle import Bundle
 
 MAX_SPAN_NS = 24 * 3600 * 10**9  # longer spans are clock or instrumentation errors
 MAX_TIME_NS = 2**63 - 1  # Unix ns fit int64; a larger time is not a clock reading
@@ -59,6 +62,14 @@ class SpanSet:
     invalid: dict[str, int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     lifetime: list[Request] = field(default_factory=list)  # server-lifetime roots (lifetime.py), not requests
+
+
+def parsed_sample(bundle: Bundle) -> SpanSet:
+    """The spans of the bundle's final sample (sampling.py in_sample), parsed once per bundle: the
+    timeline source and the thread account's open requests both read them (read-only)."""
+    from diagnose.signals.spans.sampling import sample_of
+
+    return bundle.derived("spans.parsed_sample", lambda: parse_spans(sample_of(bundle)[0]))
 
 
 def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnose.agent.inproc.spanbudget import MIN_KEEP_FRACTION, hex_kept
 from diagnose.bundle.records.manifest import CollectorCounts, ManifestInfo, manifest_info
+from diagnose.bundle.streams import SPANS
 from diagnose.results.quality import SpansSampling
+
+if TYPE_CHECKING:
+    from diagnose.bundle import Bundle
 
 PRODUCER = "agent"  # the only span producer that samples
 MAX_HISTORY = 64
@@ -110,6 +114,16 @@ def sampling_of(info: ManifestInfo) -> SpanSampling | None:
                         c.spans_cpu_pct, c.spans_cpu_budget_pct)
 
 
+def sample_of(bundle: Bundle) -> tuple[list[dict[str, Any]], int, SpanSampling | None]:
+    """The bundle's span records in the final sample, how many of the agent's were left out, and the
+    sampling (None: every span kept); once per bundle."""
+    def build() -> tuple[list[dict[str, Any]], int, SpanSampling | None]:
+        sampling = sampling_of(bundle.info)
+        records, left = in_sample(bundle.stream(SPANS), sampling)
+        return records, left, sampling
+    return bundle.derived("spans.in_sample", build)
+
+
 def in_sample(records: Iterable[dict[str, Any]], sampling: SpanSampling | None) -> tuple[list[dict[str, Any]], int]:
     """The records of the final sample: every record of other producers, the agent's only for the
     traces the final fraction keeps. Returns (records, how many of the agent's were left out). A
@@ -132,4 +146,4 @@ def in_sample(records: Iterable[dict[str, Any]], sampling: SpanSampling | None) 
     return kept, left
 
 
-__all__ = ["SpanSampling", "agent_sampling", "in_sample", "sampling_of"]
+__all__ = ["SpanSampling", "agent_sampling", "in_sample", "sample_of", "sampling_of"]

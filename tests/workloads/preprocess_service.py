@@ -13,6 +13,7 @@ import http.client
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -74,6 +75,10 @@ def preprocess() -> np.ndarray:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()  # headers and body go out in two writes: without this, Nagle holds the body for
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # the client's delayed ACK
 
     def do_GET(self) -> None:
         y = preprocess() @ W

@@ -42,6 +42,7 @@ RECORDED = [
 # Traces imported the way `diagnose analyze FILE` does, with their expected quadrant, layer and
 # first remedy: benchmarks/trace_corpus.py (what `accuracy.py --traces` runs).
 sys.path.insert(0, str(REPO / "benchmarks"))
+from live_corpus import LIVE, run_live  # noqa: E402
 from trace_corpus import TRACES as TRACE_CORPUS  # noqa: E402
 
 TRACE_CASES = [(name, path, *expected) for name, (path, expected) in TRACE_CORPUS.items()]
@@ -282,3 +283,15 @@ def test_event_loop_awaiting_a_slow_upstream_is_io(workload, tmp_path):
     terms = {t["kind"]: t["share"] for t in doc["account"][0]["terms"]}
     assert _verdict(doc) == ("io", "system"), (doc["verdict"], terms)
     assert terms.get("io.wait", 0) > 0.5, terms  # the loop's select with requests open, nothing else running
+
+
+@pytest.mark.live  # verdicts measured on live targets
+@pytest.mark.parametrize("name", list(LIVE))
+def test_live_corpus_case(name, tmp_path):
+    """Each live workload of benchmarks/live_corpus.py (a training loop starved by its DataLoader, an
+    async handler blocking its loop, threaded Pillow pre-processing, a near-idle batched service,
+    forked workers): right on quadrant, layer and first remedy (a host-starved reading counts when
+    its reading on dedicated cores is right)."""
+    row = run_live(name, 4.0, tmp_path)
+    assert "error" not in row, row.get("error")
+    assert row["correct"], {k: row[k] for k in ("expected", "quadrant", "layer", "remedy", "dedicated", "lead")}

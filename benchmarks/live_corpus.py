@@ -78,13 +78,16 @@ def line_clients(port: int, n: int = 8) -> Iterator[None]:
     stop = threading.Event()
 
     def client() -> None:
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            s.settimeout(30)
-            f = s.makefile("rb")
-            while not stop.is_set():
-                s.sendall(b"q\n")
-                if not f.readline():
-                    return
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.settimeout(30)
+                f = s.makefile("rb")
+                while not stop.is_set():
+                    s.sendall(b"q\n")
+                    if not f.readline():
+                        return
+        except OSError:  # the workload stopped (or reset the connection): so does its client
+            return
 
     threads = [threading.Thread(target=client, daemon=True) for _ in range(n)]
     for t in threads:

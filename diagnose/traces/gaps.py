@@ -18,6 +18,17 @@ HOST_GAP_MIN_NS = 1_000_000  # torch-op gaps on a CPU-only trace: shorter ones a
 MAX_LISTED = 20
 MAX_NAMES = 200  # host op names considered for the aggregate (by total time)
 _COLLECTIVES_RX = re.compile(HOST_COLLECTIVES)
+# A process group's label is short ("gloo:reduce_scatter_tensor_coalesced"): a longer name that the
+# pattern matches (TraceView.name_mask reads the first 512 characters only, so its ``$`` holds there) is
+# no collective.
+MAX_COLLECTIVE_CHARS = 64
+
+
+def collective_mask(view: TraceView, table: Table) -> np.ndarray:
+    """Rows of ``table`` named as host collectives (HOST_COLLECTIVES, whole name, at most
+    MAX_COLLECTIVE_CHARS characters)."""
+    ids = [i for i, n in enumerate(view.names) if len(n) <= MAX_COLLECTIVE_CHARS and _COLLECTIVES_RX.fullmatch(n)]
+    return np.isin(table["name"], np.asarray(ids, np.int64))
 
 
 @dataclass(frozen=True)
@@ -50,25 +61,30 @@ def idle_gaps(view: TraceView, mask: np.ndarray | None = None, min_gap_ns: int =
 
 
 def torch_op_gaps(view: TraceView, min_gap_ns: int = HOST_GAP_MIN_NS) -> IdleGaps:
-    """CPU-only traces: holes in the union of torch ops (``cpu_op``) on all host threads, over the
+    """CPU-only traces: holes in the union of torch ops (``cpu_op``, collectives excepted) on all host threads, over the
     profiled host window (first to last host event, record_function labels included: a step whose
     ops all sit at its end is mostly not ops).
 
     Without kernels the host's op timeline stands in for the GPU's: a hole is time in which the
     model ran nothing, e.g. while the threads pre- or post-processed in plain Python, or waited in a
     collective (``comm_ns``: host collectives, catalogs/kernels.py HOST_COLLECTIVES, outside ops).
+    Collectives recorded as ``cpu_op`` (record_param_comms, c10d::allreduce_) count as collectives, not
+    ops; a trace of collectives and no op has a window (all of it collectives or neither) and no gaps.
     """
     cpu = view.cpu
-    ops = cpu["cat"] == CAT_CPU_OP
+    coll = collective_mask(view, cpu)
+    # collectives recorded as ops (record_param_comms, c10d::allreduce_) are communication, not ops
+    ops = (cpu["cat"] == CAT_CPU_OP) & ~coll
     s, e = merge(cpu["start_ns"][ops], cpu["end_ns"][ops])
-    if not len(s):
+    cs, ce = merge(cpu["start_ns"][coll], cpu["end_ns"][coll])
+    if not len(s) and not len(cs):
         return IdleGaps(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, min_gap_ns)
+    first, last = int(cpu["start_ns"].min()), int(cpu["end_ns"].max())
+    comm = int((ce - cs).sum() - overlap_each(s, e, cs, ce).sum()) if len(cs) else 0
+    if not len(s):  # collectives and no op at all: the whole window is communication or neither
+        return IdleGaps(np.zeros(0, np.int64), np.zeros(0, np.int64), last - first, min_gap_ns, 0, max(0, comm))
     lo, hi = gaps(s, e)
     long = (hi - lo) >= min_gap_ns
-    first, last = int(min(s[0], cpu["start_ns"].min())), int(max(e[-1], cpu["end_ns"].max()))
-    cs, ce = merge(cpu["start_ns"][view.name_mask(cpu, _COLLECTIVES_RX)],
-                   cpu["end_ns"][view.name_mask(cpu, _COLLECTIVES_RX)])
-    comm = int((ce - cs).sum() - overlap_each(s, e, cs, ce).sum()) if len(cs) else 0
     return IdleGaps(lo[long], hi[long], last - first, min_gap_ns, int((e - s).sum()), max(0, comm))
 
 
@@ -126,5 +142,5 @@ def _dominant_op(view: TraceView, cpu: Table, lo: int, hi: int) -> str | None:
     return view.name(int(cpu["name"][big[np.argmin(cpu["dur_ns"][big])]]))
 
 
-__all__ = ["GAP_MIN_NS", "HOST_GAP_MIN_NS", "IdleGaps", "gap_rows", "host_during_gaps",
-           "host_op_coverage_pct", "idle_gaps", "torch_op_gaps"]
+__all__ = ["GAP_MIN_NS", "HOST_GAP_MIN_NS", "MAX_COLLECTIVE_CHARS", "IdleGaps", "collective_mask", "gap_rows",
+           "host_during_gaps", "host_op_coverage_pct", "idle_gaps", "torch_op_gaps"]

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from diagnose.catalogs.kernels import DATALOADER, GRADIENT_SYNC, TRAINING_OPS
+from diagnose.traces.gaps import MAX_COLLECTIVE_CHARS
 from diagnose.traces.intervals import merge, overlap_each
 from diagnose.traces.view import TraceView, steps
 
@@ -18,13 +19,17 @@ _GRADIENT_SYNC_RX = re.compile(GRADIENT_SYNC)
 
 def training_ops_pct(view: TraceView, host_span_ns: int | None) -> float | None:
     """Share (%) of the profiled host time inside backward or optimizer ops (catalogs/kernels.py
-    TRAINING_OPS) or, in a trace with ProfilerStep#N steps, gradient all-reduces (GRADIENT_SYNC),
+    TRAINING_OPS) or, in a CPU-only trace with ProfilerStep#N steps, gradient all-reduces (GRADIENT_SYNC),
     overlaps counted once; None without host events."""
     if not host_span_ns:
         return None
     m = view.name_mask(view.cpu, _TRAINING_RX)
-    if steps(view):
-        m = m | view.name_mask(view.cpu, _GRADIENT_SYNC_RX)
+    # CPU-only traces only: a GPU trace's training step shows its backward ops, and a GPU serving loop
+    # under a profiler schedule all-reduces too (tensor parallel). A process group's label is short:
+    # a 10 kB name that starts like one is none.
+    if not view.has_gpu and steps(view):
+        sync = [i for i, n in enumerate(view.names) if len(n) <= MAX_COLLECTIVE_CHARS and _GRADIENT_SYNC_RX.search(n)]
+        m = m | np.isin(view.cpu["name"], np.asarray(sync, np.int64))
     s, e = merge(view.cpu["start_ns"][m], view.cpu["end_ns"][m])
     return min(100.0, 100.0 * float((e - s).sum()) / host_span_ns)
 

@@ -23,7 +23,7 @@ from diagnose.account.kinds import KINDS, UNBATCHED
 from diagnose.compare.diff import Comparison
 from diagnose.model import Account, Report
 from diagnose.results.gain import Band, BusiestThread, PredictedGain
-from diagnose.verdict.gain import NAMED, NOT_BUSY, SATURATED_PCT, STAGE_OF, busy_fraction, gain_for
+from diagnose.verdict.gain import NAMED, NOT_BUSY, SATURATED_PCT, STAGE_OF, account_of, busy_fraction, gain_for
 
 STARVED_SHARE = 0.2  # NEW waited for a core this share of its thread-time: its host set the pace
 WAITING_MAX = 0.05  # the busiest thread waited for work under this share: saturated
@@ -71,8 +71,12 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(r, 3) if r is not None and math.isfinite(r) else None
 
 
+def _account(r: Report, resource: str) -> Account | None:
+    return account_of(r.analysis.accounts, resource)
+
+
 def _busiest(r: Report) -> BusiestThread | None:
-    acc = next((a for a in r.analysis.accounts if a.resource == "threads"), None)
+    acc = _account(r, "threads")
     return acc.busiest if acc is not None else None
 
 
@@ -89,10 +93,6 @@ def _capacity(r: Report) -> float | None:
     qps, b = _value(r, "spans.qps"), _busiest(r)
     busy = busy_fraction(b) if b is not None else 0.0
     return qps / busy if qps and busy > 0 else None
-
-
-def _account(r: Report, resource: str) -> Account | None:
-    return next((a for a in r.analysis.accounts if a.resource == resource), None)
 
 
 def _per_request_ms(r: Report, kind: str) -> float | None:
@@ -167,7 +167,7 @@ def _judge(measured: float, noise: float, band: Band, higher_better: bool) -> st
 
 
 def _share(r: Report, kind: str) -> float | None:
-    acc = next((a for a in r.analysis.accounts if a.resource == "threads"), None)
+    acc = _account(r, "threads")
     if acc is None:
         return None
     base = kind.rsplit(">", 1)[-1]
@@ -192,7 +192,7 @@ def _why(outcome: str, base: Report, new: Report, g: PredictedGain) -> str:
     if outcome == "inconclusive":
         return ("the measured ratio cannot be told from no change within the comparison's noise: capture longer, "
                 "on a quieter host, or pass the host's own --noise-floor")
-    acc = next((a for a in new.analysis.accounts if a.resource == "threads"), None)
+    acc = _account(new, "threads")
     core = sum(t.share for t in acc.terms if t.kind.rsplit(">", 1)[-1] == "wait.core") if acc else 0.0
     reasons = []
     if core >= STARVED_SHARE:

@@ -87,6 +87,17 @@ def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:
     return list(bundle.derived("pyspy.timed_stacks", lambda: tuple(_timed_stacks(bundle))))
 
 
+def thread_names(bundle: Bundle) -> dict[int, str]:
+    """tid -> thread name over every py-spy window (a segment may carry "?" where another names it)."""
+    return bundle.derived("pyspy.thread_names", lambda: {
+        seg.tid: seg.thread for w in pyspy_windows(bundle) for seg in (w.segments or ()) if seg.thread != "?"})
+
+
+def _agent_thread(names: dict[int, str], tid: int, fallback: str = "?") -> bool:
+    """The agent's own thread in the target: the measurement, not the service's work."""
+    return names.get(tid, fallback).startswith(AGENT_THREAD_PREFIX)
+
+
 def _timed_stacks(bundle: Bundle) -> list[TimedStack]:
     sources = load_sources(bundle)
     segs = []
@@ -94,11 +105,11 @@ def _timed_stacks(bundle: Bundle) -> list[TimedStack]:
         origin = w.record.origin
         if origin is not None and w.segments is not None:
             segs += [(origin, seg) for seg in w.segments]
-    names = {seg.tid: seg.thread for _, seg in segs if seg.thread != "?"}
+    names = thread_names(bundle)
     out = []
     for origin, seg in segs:
         name = names.get(seg.tid, "?")
-        if name.startswith(AGENT_THREAD_PREFIX):
+        if _agent_thread(names, seg.tid):
             continue
         cat = stack_category(bundle, seg.frames, sources)
         out.append(TimedStack(seg.tid, name, origin + int(seg.start_us * 1000),
@@ -124,16 +135,16 @@ def load_profile(bundle: Bundle, kernel: KernelTimeline | None = None
     sources = load_sources(bundle)
     profile, timeline = StackProfile(), PyspyTimeline()
     windows = pyspy_windows(bundle)
+    names = thread_names(bundle)
     bad = 0
     for window in windows:
         if window.segments is None:
             bad += 1
             continue
         origin = window.record.origin
-        names = {seg.tid: seg.thread for seg in window.segments if seg.thread != "?"}
         for seg in window.segments:
-            if names.get(seg.tid, seg.thread).startswith(AGENT_THREAD_PREFIX):
-                continue  # the agent's own threads: the measurement, not the service's work
+            if _agent_thread(names, seg.tid, seg.thread):
+                continue
             cat = stack_category(bundle, seg.frames, sources)
             reading = None
             if kernel is not None and origin is not None:

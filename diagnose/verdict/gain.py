@@ -106,7 +106,8 @@ def _value(signals: dict[str, Signal], name: str) -> float | None:
     return s.value if s is not None else None
 
 
-def _account(accounts: tuple[Account, ...], resource: str) -> Account | None:
+def account_of(accounts: tuple[Account, ...], resource: str) -> Account | None:
+    """The account of ``resource`` (threads, gpu, requests, torch_ops), or None."""
     return next((a for a in accounts if a.resource == resource), None)
 
 
@@ -234,7 +235,7 @@ def _on_busiest(kind: str, busiest: BusiestThread | None) -> float:
 def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Account, ...],
             signals: dict[str, Signal], threads: tuple[ThreadSummary, ...]) -> PredictedGain:
     """The predicted gain of the remedy of ``term`` (a term of ``acc``, the limiting account)."""
-    threads_acc = _account(accounts, "threads")
+    threads_acc = account_of(accounts, "threads")
     busiest = threads_acc.busiest if threads_acc is not None else None
     demand = _value(signals, "cpu.max_thread_demand_pct") or _value(signals, "cpu.max_thread_util_pct")
     on_cpu_account = acc.resource in ("threads", "torch_ops")
@@ -244,7 +245,7 @@ def predict(term: AccountTerm, remedy: str, acc: Account, accounts: tuple[Accoun
     if not on_cpu_account:
         threads = ()  # the host threads of a GPU account spin in synchronisations: their CPU % caps nothing
     removed, why = _removed(term.kind)
-    requests = _account(accounts, "requests")
+    requests = account_of(accounts, "requests")
     p50, lat_why = _latency(term.kind, removed, requests, saturated)
     if term.kind == UNBATCHED.kind:
         band, how = _batching(term, signals)
@@ -291,7 +292,7 @@ def predict_gains(verdict: Verdict, accounts: tuple[Account, ...], signals: dict
                   threads: tuple[ThreadSummary, ...] = ()) -> tuple[PredictedGain, ...]:
     """Each remedy's predicted gain: the verdict's first remedy first, then those of the limiting
     account's next terms (at least MIN_SHARE of it, MAX_GAINS in all, one per remedy)."""
-    acc = _account(accounts, verdict.account or "") or (accounts[0] if accounts else None)
+    acc = account_of(accounts, verdict.account or "") or (accounts[0] if accounts else None)
     if acc is None or verdict.quadrant is Quadrant.UNKNOWN:
         return ()
     if verdict.quadrant is Quadrant.NO_LOAD:
@@ -344,4 +345,4 @@ def gain_for(gains: tuple[PredictedGain, ...], change: str | None) -> tuple[Pred
     return gains[0], "BASE's first remedy" + (" (the change names none of BASE's remedies)" if change else "")
 
 
-__all__ = ["NAMED", "NOT_BUSY", "REMOVED", "busy_fraction", "gain_for", "predict", "predict_gains"]
+__all__ = ["NAMED", "account_of", "NOT_BUSY", "REMOVED", "busy_fraction", "gain_for", "predict", "predict_gains"]

@@ -110,7 +110,7 @@ def test_recorded_bundles_predict_from_their_own_terms(name):
         term = next(t for t in acc.terms if t.kind == g.term)
         assert g.share > 0 and g.removed is not None and g.assumption
         if g.throughput_x is not None:
-            assert 1.0 <= g.throughput_x.low <= g.throughput_x.high
+            assert 1.0 <= g.throughput_x.low <= g.throughput_x.high  # a remedy never predicts a loss
             if g.basis.startswith("busiest thread"):
                 assert acc.busiest is not None and g.share == pytest.approx(acc.busiest.kinds[g.term], abs=1e-4)
             raw = 1 / (1 - g.share * g.removed.high)

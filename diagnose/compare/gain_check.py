@@ -23,7 +23,8 @@ from diagnose.account.kinds import KINDS, UNBATCHED
 from diagnose.compare.diff import Comparison
 from diagnose.model import Account, Report
 from diagnose.results.gain import Band, BusiestThread, PredictedGain
-from diagnose.verdict.gain import NAMED, NOT_BUSY, SATURATED_PCT, STAGE_OF, account_of, busy_fraction, gain_for
+from diagnose.verdict.account import SATURATED_PCT
+from diagnose.verdict.gain import NAMED, NOT_BUSY, STAGE_OF, account_of, busy_fraction, gain_for
 
 STARVED_SHARE = 0.2  # NEW waited for a core this share of its thread-time: its host set the pace
 WAITING_MAX = 0.05  # the busiest thread waited for work under this share: saturated

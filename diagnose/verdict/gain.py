@@ -29,9 +29,10 @@ from dataclasses import replace
 from diagnose.account.kinds import CATEGORY_KIND, UNBATCHED
 from diagnose.model import Account, AccountTerm, Quadrant, Signal, ThreadSummary, Verdict
 from diagnose.results.gain import Band, BusiestThread, PredictedGain
+from diagnose.signals.cpu import AGENT_THREAD_PREFIX  # the observer's own threads never cap the target
+from diagnose.verdict.account import SATURATED_PCT  # the busiest thread's demand that caps throughput
 from diagnose.verdict.remedy import remedy_for
 
-SATURATED_PCT = 80.0  # the busiest thread's CPU demand (run + run-queue, % of a core): it caps throughput
 BUSY_IDLE_SHARE = 0.2  # waiting for work under this share of thread-time: the workload never idles, saturated
 MIN_SHARE = 0.05  # terms below this share of the account get no remedy of their own
 MAX_GAINS = 4
@@ -43,7 +44,6 @@ MAX_SPEEDUP_X = 100.0  # Amdahl's bound when a term is all of the limiting time 
 # every x86/ARM server core above ~2; ~10 for a wide-vector core on a lightly shared memory channel).
 CPU_RIDGE = (2.0, 10.0)
 BATCH_EFFICIENCY = 0.5  # the band's low end: a batched forward reaches half the roofline's per-item gain
-AGENT_THREADS = "diagnose-agent"  # the observer's own threads never cap the target
 NATIVE_THREADS = "[native]"  # how the thread table names threads without a Python frame
 
 # Fraction of a term's time its kind's first remedy removes (low, high), and what it assumes.
@@ -138,7 +138,7 @@ def _next_thread(threads: tuple[ThreadSummary, ...], busiest: int | None, kind: 
     """The busiest thread but the one that caps the service now; the observer's own, native threads
     (intra-op and BLAS pools) and threads doing the term's own work left out: their work shrinks with
     the remedy."""
-    others = [t for t in threads if t.tid != busiest and t.cpu_pct and not t.name.startswith(AGENT_THREADS)
+    others = [t for t in threads if t.tid != busiest and t.cpu_pct and not t.name.startswith(AGENT_THREAD_PREFIX)
               and not t.name.startswith(NATIVE_THREADS) and not _same_work(t, kind)]
     return max(others, key=lambda t: t.cpu_pct or 0.0, default=None)
 

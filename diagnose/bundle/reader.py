@@ -20,6 +20,7 @@ from diagnose.bundle.manifest import MANIFEST, CollectorStatus, Manifest, manife
 from diagnose.bundle.streams import StreamKind, StreamSpec
 
 if TYPE_CHECKING:
+    from diagnose.bundle.ahead import Ahead
     from diagnose.bundle.records.manifest import ManifestInfo
 
 T = TypeVar("T")
@@ -44,6 +45,9 @@ class Bundle:
     torn_lines: dict[str, int] = field(default_factory=dict)
     invalid_records: dict[str, int] = field(default_factory=dict)  # dropped by a stream's reader
     unreadable: dict[str, str] = field(default_factory=dict)  # member name -> why it was not read
+    # what the capture parsed while it ran (diagnose/bundle/ahead.py): derived() takes a value from it
+    # instead of computing it when the file it came from is unchanged
+    ahead: Ahead | None = field(default=None, repr=False, compare=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -129,9 +133,11 @@ class Bundle:
 
     def derived(self, key: Any, compute: Callable[[], T]) -> T:
         """``compute()`` once per bundle (e.g. py-spy windows parsed into stacks, which two signal
-        sources read); an exception is not cached."""
+        sources read); an exception is not cached. With ``ahead``, a value parsed during the capture
+        from a file still unchanged is taken instead of computing it."""
         if key not in self._cache:
-            self._cache[key] = compute()
+            found, value = self.ahead.take(self, key) if self.ahead is not None else (False, None)
+            self._cache[key] = value if found else compute()
         return cast(T, self._cache[key])  # one key, one computation: the value has its type
 
     def stream(self, spec: StreamSpec) -> tuple[Any, ...]:

@@ -3,7 +3,8 @@
 capture, plus the host facts a report's environment line names.
 
 ``CostMeter.finish()`` -> the manifest's ``cost``: ``wall_s`` (s), ``diagnose_cpu_s`` (user +
-system, all threads of this process, s), ``children_cpu_s`` (reaped child processes, s),
+system, all threads of this process, s), ``children_cpu_s`` (reaped child processes, plus the
+capture's parsing child still running: ``parse_ahead_cpu_s``, diagnose/capture/ahead.py; s),
 ``max_rss_bytes`` (this process' peak resident set, bytes; Linux ru_maxrss is KiB), ``host_cpus``.
 The agent's stall of the target (torch window) is not measured here: the report says so.
 """
@@ -28,14 +29,17 @@ class CostMeter:
     self0: float = field(default_factory=lambda: _cpu(resource.RUSAGE_SELF))
     children0: float = field(default_factory=lambda: _cpu(resource.RUSAGE_CHILDREN))
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, parse_ahead_cpu_s: float | None = None) -> dict[str, Any]:
+        """``parse_ahead_cpu_s``: the CPU of the parsing child so far (not reaped yet: getrusage does
+        not count it), added to ``children_cpu_s`` and stated on its own."""
+        extra = parse_ahead_cpu_s or 0.0
         return {
             "wall_s": round(time.monotonic() - self.t0, 3),
             "diagnose_cpu_s": round(_cpu(resource.RUSAGE_SELF) - self.self0, 3),
-            "children_cpu_s": round(_cpu(resource.RUSAGE_CHILDREN) - self.children0, 3),
+            "children_cpu_s": round(_cpu(resource.RUSAGE_CHILDREN) - self.children0 + extra, 3),
             "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "host_cpus": os.cpu_count() or 1,
-        }
+        } | ({"parse_ahead_cpu_s": round(extra, 3)} if parse_ahead_cpu_s is not None else {})
 
 
 def _cpu_model() -> str | None:

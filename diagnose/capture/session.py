@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
+from diagnose.capture.ahead import ParseAhead
 from diagnose.capture.budget import PERIOD_S, OverheadBudget
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
 from diagnose.capture.cost import CostMeter, host_facts
@@ -82,6 +83,8 @@ class Capture:
     # Set as soon as the bundle directory exists, so a live view can read the partial bundle.
     bundle_path: Path | None = field(default=None, init=False)
     budget: OverheadBudget = field(init=False)
+    # parses the bundle's py-spy windows and torch traces while it is written (started with the bundle)
+    ahead: ParseAhead | None = None
 
     def run(
         self, stop: threading.Event, on_progress: Callable[[Progress], None] | None = None
@@ -97,6 +100,8 @@ class Capture:
         when = datetime.fromtimestamp(started_ns / 1e9, timezone.utc)
         writer = BundleWriter.create(self.out_dir, self.target.pid, when)
         self.bundle_path = writer.path
+        if self.ahead is not None:
+            self.ahead.start(writer.path)
         statuses = self._probe_and_start(collectors, writer)
         try:
             self._write_manifest(writer, started_ns, None, "capturing", statuses.values())
@@ -109,7 +114,8 @@ class Capture:
             s.state == CollectorState.PARTIAL for s in final
         )
         self._write_manifest(writer, started_ns, ended_ns, end_reason, final, partial,
-                             meter.finish() | {"collector_priority": priority.applied()})
+                             meter.finish(self.ahead.cpu_s() if self.ahead is not None else None)
+                             | {"collector_priority": priority.applied()})
         identity, dir_fd = writer.identity, os.dup(writer.fd)
         writer.close()
         return CaptureResult(writer.path, end_reason, final, partial, identity, dir_fd)

@@ -68,13 +68,26 @@ def pyspy_windows(bundle: Bundle) -> tuple[PyspyWindow, ...]:
     """Every py-spy window in window order, its file parsed once per bundle: the CPU and the
     timeline sources both read them (a window's JSON is the largest thing they parse)."""
     def parse() -> tuple[PyspyWindow, ...]:
-        out = []
-        for w in sorted(bundle.typed(PYSPY), key=lambda r: r.window):
-            events = bundle.read_file(PYSPY_WINDOWS, w.file)
-            out.append(PyspyWindow(w, None if events is None else tuple(segments_from_chrometrace(events))))
-        return tuple(out)
+        return tuple(PyspyWindow(w, window_segments(bundle, w.file))
+                     for w in sorted(bundle.typed(PYSPY), key=lambda r: r.window))
 
     return bundle.derived("pyspy.windows", parse)
+
+
+def window_key(file: str | None) -> tuple[str, str | None]:
+    """The ``Bundle.derived`` key of one window file's stacks."""
+    return ("pyspy.window", file)
+
+
+def window_segments(bundle: Bundle, file: str | None) -> tuple[Segment, ...] | None:
+    """The stacks of py-spy window file ``file`` (None: missing, unreadable, not a regular file inside
+    the bundle), once per bundle; a capture parses each window as it arrives (diagnose/capture/ahead.py)
+    and the analysis takes that result while the file is unchanged."""
+    def parse() -> tuple[Segment, ...] | None:
+        events = bundle.read_file(PYSPY_WINDOWS, file)
+        return None if events is None else tuple(segments_from_chrometrace(events))
+
+    return bundle.derived(window_key(file), parse)
 
 
 def load_timed_stacks(bundle: Bundle) -> list[TimedStack]:

@@ -126,8 +126,12 @@ def join(kind: str, windows: list[tuple[int, int]], stacks: list[TimedStack],
 def busiest_in_each(stacks: list[TimedStack], windows: list[tuple[int, int]]) -> list[str | None]:
     """For each window: "<thread>: <function> NN%" of the busiest thread's samples there, or None."""
     out: list[str | None] = []
+    starts = np.array([s.start_ns for s in stacks], np.int64)
+    ends = np.array([s.end_ns for s in stacks], np.int64)
     for lo, hi in windows:
-        got = threads_in_windows(stacks, np.array([lo], np.int64), np.array([hi], np.int64))
+        # only the stacks that overlap the window, in their order: the others add nothing
+        near = [stacks[i] for i in np.flatnonzero((starts < hi) & (ends > lo)).tolist()]
+        got = threads_in_windows(near, np.array([lo], np.int64), np.array([hi], np.int64))
         busy = [t for t in got.threads if t.busy_pct > 0]
         fn = busy[0].functions[0] if busy and busy[0].functions else None
         out.append(f"{busy[0].thread}: {fn.name} {fn.share_pct:.0f}%" if fn else None)

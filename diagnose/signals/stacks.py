@@ -108,6 +108,11 @@ class _Replay:
         self.last_pid: dict[int, int] = {}
         self.last_ts = 0.0
         self.out: list[Segment] = []
+        # A stack held over many samples is the same B events each time: its frames are built once
+        # (keyed by the events' ids: they stay alive for the whole replay), and equal stacks and
+        # frames are one object (smaller to keep, to pickle from a capture's parsing child, to hash).
+        self._built: dict[tuple[int, ...], tuple[int, str, tuple[Frame, ...]] | None] = {}
+        self._interned: dict[Any, Any] = {}
 
     def apply(self, ev: dict[str, Any]) -> None:
         stack = self.open[int(ev.get("tid", 0))]
@@ -144,9 +149,13 @@ class _Replay:
 
     def _emit(self, tid: int, pid: int, h: _Held, end: float) -> None:
         if end > h.start:
-            seg = _segment(tid, pid, h.stack, h.start, end)
-            if seg is not None:
-                self.out.append(seg)
+            key = (tid, *map(id, h.stack))
+            if key in self._built:
+                built = self._built[key]
+            else:
+                built = self._built[key] = _stack(tid, h.stack, self._interned)
+            if built is not None:
+                self.out.append(Segment(built[0], built[1], h.start, end, built[2], pid or None))
 
     def finish(self) -> list[Segment]:
         """Close the stacks of processes not sampled after the last sample of their tid; the
@@ -170,7 +179,10 @@ def _well_formed(ev: dict[str, Any]) -> bool:
             and math.isfinite(ts))
 
 
-def _segment(key: int, pid: int, stack: tuple[dict[str, Any], ...], start: float, end: float) -> Segment | None:
+def _stack(key: int, stack: tuple[dict[str, Any], ...], interned: dict[Any, Any]
+           ) -> tuple[int, str, tuple[Frame, ...]] | None:
+    """(tid, thread name, frames) of a held stack of B events, None without a Python frame; frames
+    and the frames tuple are taken from ``interned`` when an equal one was built before."""
     tid, thread, process = key, "?", ""
     frames = []
     for ev in stack:
@@ -185,10 +197,12 @@ def _segment(key: int, pid: int, stack: tuple[dict[str, Any], ...], start: float
         if not args.get("filename") and name.startswith("process "):
             process = name.split(":", 1)[0]  # "process 1234:\"cmdline\"" with --subprocesses
             continue
-        frames.append(Frame(name, str(args.get("filename") or ""), int(args.get("line") or 0)))
+        frame = Frame(name, str(args.get("filename") or ""), int(args.get("line") or 0))
+        frames.append(interned.setdefault(frame, frame))
     if not frames:
         return None
-    return Segment(tid, f"{thread} [{process}]" if process else thread, start, end, tuple(frames), pid or None)
+    whole = tuple(frames)
+    return tid, f"{thread} [{process}]" if process else thread, interned.setdefault(whole, whole)
 
 
 @cache

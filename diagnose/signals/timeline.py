@@ -45,6 +45,7 @@ from diagnose.signals.trace_tasks import (
     read_member_trace,
     run_trace_task,
     trace_files,
+    trace_outcome,
     trace_tasks,
 )
 from diagnose.traces.report import TimelineOptions, TraceReport
@@ -64,7 +65,7 @@ def _reports(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceReport
     tasks, spec_error = trace_tasks(bundle, options)
     fanout = current()
     if fanout.scheduler is None and fanout.local_workers(len(tasks)) <= 1:
-        outcomes = [run_trace_task(t, bundle) for t in tasks]  # the open bundle: no reopening
+        outcomes = [trace_outcome(t, bundle) for t in tasks]  # the open bundle: no reopening
     else:
         outcomes = fanout.map(run_trace_task, tasks)
         _check_fanout(fanout, tasks, outcomes)

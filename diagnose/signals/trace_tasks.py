@@ -111,6 +111,18 @@ def run_trace_task(task: TraceTask, bundle: Bundle | None = None) -> TraceOutcom
     return TraceOutcome(analyze_trace(trace, partial(device_peak, specs=task.specs), task.options), errors)
 
 
+def outcome_key(task: TraceTask) -> tuple[str, TraceTask]:
+    """The ``Bundle.derived`` key of one task's outcome."""
+    return ("torch.outcome", task)
+
+
+def trace_outcome(task: TraceTask, bundle: Bundle) -> TraceOutcome:
+    """``run_trace_task`` in this process on the open ``bundle``, once per bundle and task; a capture
+    runs each trace's task as the trace arrives (diagnose/capture/ahead.py) and the analysis takes
+    that outcome while the trace file is unchanged."""
+    return bundle.derived(outcome_key(task), lambda: run_trace_task(task, bundle))
+
+
 def trace_tasks(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceTask], str | None]:
     """One task per trace of ``bundle`` (trace_files order) and the gpu_specs.json problem, if any.
     The tasks name the bundle by its absolute, resolved path: a worker elsewhere (another cwd)
@@ -122,5 +134,5 @@ def trace_tasks(bundle: Bundle, options: TimelineOptions) -> tuple[list[TraceTas
             for path, base in trace_files(bundle)], spec_error
 
 
-__all__ = ["TraceOutcome", "TraceTask", "bundle_specs", "device_peak", "read_member_trace", "run_trace_task",
-           "trace_files", "trace_tasks"]
+__all__ = ["TraceOutcome", "TraceTask", "bundle_specs", "device_peak", "outcome_key", "read_member_trace",
+           "run_trace_task", "trace_files", "trace_outcome", "trace_tasks"]

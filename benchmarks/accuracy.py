@@ -1,6 +1,7 @@
 """Accuracy of the verdict on the demo's scenarios: each one started, loaded, attached, diagnosed.
 
-    python benchmarks/accuracy.py [--duration 30] [--scenario NAME ...] [--json out.json]
+    python benchmarks/accuracy.py [--duration 30] [--scenario NAME ...] [--runs 1] [--json out.json]
+    python benchmarks/accuracy.py --scenario service --runs 3     # time to verdict of 30 s captures
     python benchmarks/accuracy.py --live [--runs 3] [--duration 4] [--case NAME ...]
     python benchmarks/accuracy.py --traces
 
@@ -15,12 +16,19 @@ agent, open-loop load) and prints: expected quadrant and layer, the verdict's, i
 the time to verdict after the capture's end (findings.json written minus the manifest's
 ``ended_ns``), with the load generator's client P99 beside the request spans'. The expected answers
 live here only: the demo and the analysis never see them. Exit code 0 when every verdict is right.
+
+Time to verdict: with ``--runs N`` each scenario is captured N times and a summary line per scenario
+gives the median and range of the time to verdict, of the analysis' own CPU time after the capture
+(the thread that analysed: contention disturbs it far less than the wall time), and of what the
+capture's parsing child spent while it ran (``parse_ahead_cpu_s`` of the manifest's cost) beside
+diagnose's whole CPU during the capture in % of one core.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +65,8 @@ def run_one(name: str, duration: float, out: Path) -> dict:
     ended = json.loads((b / "manifest.json").read_text())["ended_ns"] / 1e9
     v = doc["verdict"]
     stopped = re.search(r"children stopped in ([\d.]+) s", res.stdout)
+    analysis = re.search(r"analysis ([\d.]+) s of CPU", res.stdout)
+    cost = json.loads((b / "manifest.json").read_text()).get("cost") or {}
     client = re.search(r"client P50 ([\d.]+) ms / P99 ([\d.]+) ms", res.stdout)
     lat = (doc["details"].get("requests") or {}).get("latency") or {}
     llm = doc["details"].get("llm") or {}
@@ -64,6 +74,10 @@ def run_one(name: str, duration: float, out: Path) -> dict:
                 "headline": v["headline"], "verdict_after_capture_s": round((b / "findings.json").stat().st_mtime
                                                                             - ended, 2),
                 "children_stopped_s": float(stopped.group(1)) if stopped else None,
+                "analysis_cpu_s": float(analysis.group(1)) if analysis else None,
+                "parse_ahead_cpu_s": cost.get("parse_ahead_cpu_s"),
+                "diagnose_cpu_pct": round(100 * (cost.get("diagnose_cpu_s", 0) + cost.get("children_cpu_s", 0))
+                                          / cost["wall_s"], 1) if cost.get("wall_s") else None,
                 "client_p50_ms": float(client.group(1)) if client else None,
                 "client_p99_ms": float(client.group(2)) if client else None,
                 "span_p50_ms": lat.get("p50_ms"), "span_p99_ms": lat.get("p99_ms"),
@@ -133,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--live", action="store_true", help="the live corpus (benchmarks/live_corpus.py)")
     ap.add_argument("--traces", action="store_true", help="the trace corpus (benchmarks/trace_corpus.py)")
-    ap.add_argument("--runs", type=int, default=1, help="--live: runs of the whole corpus")
+    ap.add_argument("--runs", type=int, default=1, help="runs of each scenario (--live: of the whole corpus)")
     ap.add_argument("--case", action="append", help="--live: only these cases")
     ap.add_argument("--scenario", action="append", choices=sorted(EXPECTED))
     ap.add_argument("--json", type=Path)
@@ -146,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{'scenario':10} {'expected':22} {'got':22} {'conf':>5} {'verdict after':>13} {'stop':>5} "
           f"{'client P99':>10} {'span P99':>9}")
-    for name in args.scenario or list(EXPECTED):
+    for run, name in ((r, n) for r in range(1, args.runs + 1) for n in args.scenario or list(EXPECTED)):
         if args.keep:
-            (args.keep / name).mkdir(parents=True, exist_ok=True)
-            row = run_one(name, args.duration, args.keep / name)
+            where = args.keep / name / f"run{run}" if args.runs > 1 else args.keep / name
+            where.mkdir(parents=True, exist_ok=True)
+            row = run_one(name, args.duration, where)
         else:
             with tempfile.TemporaryDirectory(prefix=f"accuracy-{name}-") as tmp:
                 row = run_one(name, args.duration, Path(tmp))
@@ -166,11 +181,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:10} {exp:22} {got:22} {row['confidence']:5.2f} {row['verdict_after_capture_s']:11.2f} s "
               f"{row['children_stopped_s'] or 0:4.2f}s {ms(row['client_p99_ms']):>10} {ms(row['span_p99_ms']):>9}"
               f"  {('ok (host-starved)' if row['starved'] else 'ok') if row['correct'] else 'WRONG'}")
+    if args.runs > 1:
+        print_time_to_verdict(rows, args.duration)
     right = sum(1 for r in rows if r.get("correct"))
     print(f"{right}/{len(rows)} correct")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0 if right == len(rows) else 1
+
+
+def print_time_to_verdict(rows: list[dict], duration: float) -> None:
+    """Per scenario: median (min-max) over its runs of the time to verdict and the CPU figures."""
+    def spread(values: list[float], unit: str) -> str:
+        if not values:
+            return "n/a"
+        v = sorted(values)
+        return f"{statistics.median(v):.2f} {unit} ({v[0]:.2f}-{v[-1]:.2f})"
+
+    print(f"time to verdict after a {duration:g} s capture, median (min-max) of the runs:")
+    for name in dict.fromkeys(r["scenario"] for r in rows):
+        ok = [r for r in rows if r["scenario"] == name and "error" not in r]
+
+        def col(key: str, ok: list[dict] = ok) -> list[float]:
+            return [r[key] for r in ok if r.get(key) is not None]
+
+        print(f"  {name:10} {len(ok)} runs: verdict after {spread(col('verdict_after_capture_s'), 's')}; "
+              f"analysis after the capture {spread(col('analysis_cpu_s'), 's CPU')}; parsing during the "
+              f"capture {spread(col('parse_ahead_cpu_s'), 's CPU')}; diagnose during the capture "
+              f"{spread(col('diagnose_cpu_pct'), '% of a core')}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -150,6 +151,8 @@ class Attached:
 
     capture: CaptureResult
     report: Report
+    # CPU time (s) of the analysis and its documents after the capture, in the thread that made them
+    analysis_cpu_s: float | None = None
 
 
 def attach(request: AttachRequest, view: CaptureView, signals: StopSignals | None = None) -> Attached:
@@ -185,6 +188,7 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
 
     target = resolve_target(request.pid)
     finished: list[Report] = []
+    spent: list[float] = []  # the analysis' CPU time
     not_written: list[DocumentsNotWritten] = []
 
     def captured() -> None:
@@ -205,12 +209,14 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
                 sys.stderr.write(f"diagnose: warning: {result.bundle_path} no longer names the bundle directory "
                                  f"(a component of --out was swapped during the capture); it is now at {real} "
                                  "and is analysed there\n")
+            cpu0 = time.thread_time()
             finished.append(analyse(_opened(source, ahead), request.overrides))
             try:
                 write_documents(finished[0], result.bundle_identity)
             except DocumentsNotWritten as exc:
                 not_written.append(exc)
                 raise
+            spent.append(time.thread_time() - cpu0)
         elif not_written:
             raise not_written[0]
         return finished[0]
@@ -231,7 +237,8 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
         # The view's Report, or made now; raises if it cannot be written.
         signals.finishing = True
         try:
-            return Attached(result, finish(result))
+            report = finish(result)
+            return Attached(result, report, spent[0] if spent else None)
         finally:
             result.close()
     finally:

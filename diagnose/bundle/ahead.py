@@ -63,12 +63,16 @@ class Parsed:
 @dataclass
 class Ahead:
     """The values parsed ahead for the bundle at ``path`` (the same path the analysis opens).
-    ``used``/``stale``: how many were taken, and how many were refused because their file changed."""
+    ``taken``: the keys handed to the analysis; ``stale``: how many were refused (their file changed)."""
 
     path: Path
     parsed: dict[Hashable, Parsed] = field(default_factory=dict)
-    used: int = 0
+    taken: list[Hashable] = field(default_factory=list)
     stale: int = 0
+
+    @property
+    def used(self) -> int:
+        return len(self.taken)
 
     def add(self, p: Parsed) -> None:
         self.parsed[p.key] = p
@@ -82,7 +86,7 @@ class Ahead:
         if member_stamp(bundle, p.member) != p.stamp:
             self.stale += 1
             return False, None
-        self.used += 1
+        self.taken.append(key)
         return True, p.value
 
 

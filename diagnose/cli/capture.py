@@ -218,7 +218,8 @@ def demo(duration: float, scenario: str, qps: float | None, out: Path, no_tui: b
                                         *(["--remedy"] if remedy else [])],
                                on_captured=run.stop, on_report=attached.append)
             run.stop()
-            click.echo(load_line(run, attached[0].report if attached else None))
+            click.echo(load_line(run, attached[0].report if attached else None,
+                                 attached[0].analysis_cpu_s if attached else None))
     except DemoError as exc:
         raise fail(str(exc), EXIT_NOTHING) from None
     sys.exit(code)

@@ -10,9 +10,10 @@ def _ms(v: Any) -> str:
     return f"{v:.1f} ms" if isinstance(v, (int, float)) else "n/a"
 
 
-def load_line(run: DemoRun, report: Any | None) -> str:
+def load_line(run: DemoRun, report: Any | None, analysis_cpu_s: float | None = None) -> str:
     """One line: offered/achieved QPS and client P50/P99 (from scheduled arrival, so queueing in the
-    client counts), then diagnose's request-span P50/P99, and how long the children took to stop."""
+    client counts), then diagnose's request-span P50/P99, how long the children took to stop, and the
+    CPU time of the analysis after the capture (benchmarks/accuracy.py reads it)."""
     st = run.load_stats()
     if st is None:
         client = "load generator: no stats"
@@ -25,7 +26,8 @@ def load_line(run: DemoRun, report: Any | None) -> str:
     spans = (f"diagnose (request spans): P50 {_ms(lat.p50_ms if lat else None)} / "
              f"P99 {_ms(lat.p99_ms if lat else None)}")
     stopped = f"children stopped in {run.stopped_in_s:.2f} s" if run.stopped_in_s is not None else ""
-    return "; ".join(x for x in (client, spans, stopped) if x)
+    analysis = f"analysis {analysis_cpu_s:.2f} s of CPU" if analysis_cpu_s is not None else ""
+    return "; ".join(x for x in (client, spans, stopped, analysis) if x)
 
 
 __all__ = ["load_line"]

@@ -18,6 +18,7 @@ import json
 import os
 import pickle
 import select
+import signal
 import sys
 from collections.abc import Callable, Hashable, Iterator
 from functools import partial
@@ -123,6 +124,7 @@ def send(out: IO[bytes], parsed: Parsed) -> None:
 
 def main() -> None:
     lower_priority()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the capture's to handle; it stops us
     stdin, out = sys.stdin.buffer, sys.stdout.buffer
     line = stdin.readline()
     if not line:

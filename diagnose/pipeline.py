@@ -64,14 +64,23 @@ def analyse(bundle: Bundle | Path, overrides: dict[str, float] | None = None,
 ANALYSIS_GC_THRESHOLD = 100_000
 
 
+_gc_lock = threading.Lock()
+_gc_saved: list[tuple[int, ...]] = []  # the threshold to restore, while analyses run (one per analysis)
+
+
 @contextmanager
 def _fewer_collections() -> Iterator[None]:
-    old = gc.get_threshold()
-    gc.set_threshold(max(old[0], ANALYSIS_GC_THRESHOLD), *old[1:])
+    with _gc_lock:  # analyses in several threads: the first raises it, the last restores it
+        _gc_saved.append(gc.get_threshold() if not _gc_saved else _gc_saved[0])
+        first = _gc_saved[0]
+        gc.set_threshold(max(first[0], ANALYSIS_GC_THRESHOLD), *first[1:])
     try:
         yield
     finally:
-        gc.set_threshold(*old)
+        with _gc_lock:
+            _gc_saved.pop()
+            if not _gc_saved:
+                gc.set_threshold(*first)
 
 
 def documents(report: Report) -> dict[str, str | bytes]:

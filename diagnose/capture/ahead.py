@@ -56,7 +56,7 @@ class ParseAhead:
 
     def start(self, path: Path) -> None:
         """Start the child on the bundle at ``path`` (the path the analysis will open)."""
-        if self._proc is not None:
+        if self._proc is not None or not sys.executable:  # an embedded interpreter: no child to start
             return
         self._ahead = Ahead(path)
         try:

@@ -70,3 +70,21 @@ def test_results_for_another_bundle_path_are_not_used(bundle_dir, tmp_path):
     ahead = parsed_ahead(other)
     assert findings(bundle_dir, ahead) == findings(bundle_dir)
     assert ahead.used == 0
+
+
+def test_the_analysis_runs_with_fewer_gc_passes_and_gives_the_threshold_back(bundle_dir, monkeypatch):
+    import gc
+
+    from diagnose.signals import cpu
+
+    seen = []
+    real = cpu.load_profile
+
+    def watching(*args, **kw):  # the CPU source's profile, read inside the analysis
+        seen.append(gc.get_threshold()[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(cpu, "load_profile", watching)
+    before = gc.get_threshold()
+    findings(bundle_dir)
+    assert seen and set(seen) == {100_000} and gc.get_threshold() == before

@@ -31,6 +31,9 @@ def outside(pieces: list[Piece], holds: list[tuple[int, int]]) -> tuple[list[Pie
             if b <= p.start_ns or a >= p.end_ns:
                 continue
             parts = [q for lo, hi in parts for q in ((lo, min(hi, a)), (max(lo, b), hi)) if q[1] > q[0]]
+        if parts == [(p.start_ns, p.end_ns)]:  # no hold in it (most pieces): the piece itself, not a copy
+            out.append(p)
+            continue
         kept = sum(hi - lo for lo, hi in parts)
         cut += p.end_ns - p.start_ns - kept
         out.extend(replace(p, start_ns=lo, end_ns=hi) for lo, hi in parts)

@@ -77,7 +77,9 @@ def test_windows_parsed_ahead_during_a_full_capture_give_the_findings_of_analyze
     assert done.capture.end_reason == "duration reached"
     windows = len(list((done.capture.bundle_path / "pyspy").iterdir()))
     ahead = done.report.bundle.ahead
-    assert ahead is not None and 1 <= ahead.used <= windows
+    # what arrived before the end (on a loaded host the nice-19 child may not have reached any) was
+    # taken, every file unchanged; the cut-short captures above wait for a first result
+    assert ahead is not None and ahead.used <= windows and not ahead.parsed and ahead.stale == 0
     same_as_analyze(done.capture.bundle_path)
 
 

@@ -103,7 +103,8 @@ class ChromeTraceEvent(TypedDict, total=False):
 
 
 class SpanRecord(TypedDict, total=False):
-    """One span (diagnose/agent/inproc/records.py make_record): ids in hex, times Unix ns."""
+    """One span as its producers write it (diagnose/agent/inproc/records.py make_record): ids in hex,
+    times Unix ns. The host decodes it into records/spans.py ``SpanRecord``."""
 
     trace_id: str
     span_id: str
@@ -146,7 +147,7 @@ DCGM_RAW = StreamSpec("dcgm/", "dcgm", str, None, StreamKind.FILES, "dcgm/scrape
 SERVING = StreamSpec("serving-metrics.jsonl", "serving", "ServingRecord", record_tuple)
 SERVING_RAW = StreamSpec("serving-metrics/", "serving", str, None, StreamKind.FILES,
                          "serving-metrics/scrape-{seq:04d}.prom")
-SPANS = StreamSpec("spans.jsonl", "agent", SpanRecord, record_tuple)  # also the OTLP receiver, importers
+SPANS = StreamSpec("spans.jsonl", "agent", "SpanRecord", record_tuple)  # also the OTLP receiver, importers
 GC = StreamSpec("gc.jsonl", "agent", "GcPauseRecord", record_tuple)
 TORCH = StreamSpec("torch.jsonl", "agent", "TorchTraceRecord", record_tuple)
 TORCH_TRACES = StreamSpec("torch/", "agent", dict, None, StreamKind.FILES, "torch/trace-{seq:04d}.json.gz")

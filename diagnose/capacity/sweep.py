@@ -26,7 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from diagnose.bundle.files import read_regular_file, write_private_text
+from diagnose.bundle.records.base import lenient
 from diagnose.bundle.streams import PROCESS
 from diagnose.capacity.knee import METHOD, Knee, LoadStep, find_knee
 from diagnose.capacity.plan import (
@@ -40,6 +43,7 @@ from diagnose.capacity.plan import (
     littles_law_in_flight,
     plan,
 )
+from diagnose.capacity.records import StepCore, StepRecord, command_line, sweep_file
 
 if TYPE_CHECKING:
     from diagnose.model import Report
@@ -50,7 +54,6 @@ MAX_RATE_QPS = 1e6  # one open-loop generator process: far past what it can offe
 MAX_RATES = 100  # what one sweep runs: the file it writes must load again (MAX_STEPS)
 MAX_STEPS = 1000  # a sweep file's steps (diagnose sweep writes at most 100): the knee fit is quadratic
 MAX_LINE_CHARS = 1 << 16
-MAX_NUMBER = 1e12  # a rate, latency or count past this is not a measurement
 STOP_ERROR_FRACTION, STOP_THROUGHPUT_FRACTION = 0.05, 0.5
 MAX_SWEEP_BYTES = 8 << 20
 
@@ -140,15 +143,6 @@ class OpenLoopDriver:
                         r.scheduled / r.duration_s)
 
 
-def _number(line: dict[str, Any], *keys: str) -> float | None:
-    """The first key holding a finite number in [0, MAX_NUMBER] (huge ints and floats refused)."""
-    for key in keys:
-        v = line.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_NUMBER:
-            return float(v)
-    return None
-
-
 class CommandDriver:
     kind = "command"
     warmup_s = 0.0  # the command's own business
@@ -185,15 +179,13 @@ class CommandDriver:
         except (ValueError, RecursionError):
             line = None
         got = lines[-1][:120] if lines else "nothing"
-        throughput = _number(line, "throughput", "qps") if isinstance(line, dict) else None
-        p99 = _number(line, "p99_ms") if isinstance(line, dict) else None
-        if not isinstance(line, dict) or throughput is None or p99 is None:
+        rec = command_line(line)
+        if rec is None or rec.rate is None or rec.p99_ms is None:
             raise SweepError('--command: its last stdout line must be JSON {"throughput": req/s, "p99_ms": ms}, '
                              f"got {got!r} at {rate_qps:g} QPS")
-        requests, errors = _number(line, "requests"), _number(line, "errors") or 0.0
-        total = int(requests + errors) if requests is not None else None
-        return LoadStep(rate_qps, throughput, p99, _number(line, "p50_ms"), _number(line, "mean_ms"), total,
-                        int(errors))
+        errors = rec.errors or 0.0
+        total = int(rec.requests + errors) if rec.requests is not None else None
+        return LoadStep(rate_qps, rec.rate, rec.p99_ms, rec.p50_ms, rec.mean_ms, total, int(errors))
 
 
 def make_driver(url: str | None, command: str | None, method: str = "POST", connections: int = 16,
@@ -238,13 +230,17 @@ def save_sweep(path: Path, sweep: Sweep) -> None:
 def _step_from_json(d: Any) -> LoadStep:
     if not isinstance(d, dict):
         raise SweepError("a step is not an object")
-    offered, achieved, p99 = _number(d, "offered_qps"), _number(d, "achieved_qps"), _number(d, "p99_ms")
-    if offered is None or achieved is None or (p99 is None and d.get("p99_ms") is not None):
+    try:
+        msgspec.convert(d, StepCore)
+    except msgspec.ValidationError:
+        rec = None
+    else:
+        rec = lenient(StepRecord, d)
+    if rec is None:
         raise SweepError(f"step {str(d)[:80]} lacks offered_qps, achieved_qps or a numeric p99_ms")
-    req = _number(d, "requests")
-    return LoadStep(offered, achieved, p99, _number(d, "p50_ms"), _number(d, "mean_ms"),
-                    int(req) if req is not None else None, int(_number(d, "errors") or 0),
-                    int(_number(d, "unfinished") or 0), _number(d, "arrival_qps"))
+    return LoadStep(rec.offered_qps, rec.achieved_qps, rec.p99_ms, rec.p50_ms, rec.mean_ms,
+                    int(rec.requests) if rec.requests is not None else None, int(rec.errors or 0),
+                    int(rec.unfinished or 0), rec.arrival_qps)
 
 
 def load_sweep(path: Path) -> Sweep:
@@ -252,24 +248,23 @@ def load_sweep(path: Path) -> Sweep:
     from diagnose.capacity.knee import KneeError
 
     try:
-        doc = json.loads(read_regular_file(path, MAX_SWEEP_BYTES, follow_symlinks=True))
+        raw = json.loads(read_regular_file(path, MAX_SWEEP_BYTES, follow_symlinks=True))
     except OSError as exc:
         raise SweepError(f"cannot read sweep {path}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError):
         raise SweepError(f"{path} is not JSON; pass the file `diagnose sweep --out` wrote") from None
-    if not isinstance(doc, dict) or doc.get("kind") != KIND or doc.get("version") != VERSION:
+    doc = sweep_file(raw)
+    if doc is None or doc.kind != KIND or doc.version != VERSION:
         raise SweepError(f"{path} is not a {KIND} v{VERSION} file; pass the file `diagnose sweep --out` wrote")
-    raw_steps = doc.get("steps")
-    if not isinstance(raw_steps, list) or len(raw_steps) > MAX_STEPS:
+    if doc.steps is None or len(doc.steps) > MAX_STEPS:
         raise SweepError(f"{path}: its steps are not a list of at most {MAX_STEPS} steps")
     try:
-        steps = tuple(_step_from_json(d) for d in raw_steps)
+        steps = tuple(_step_from_json(d) for d in doc.steps)
         knee = find_knee(steps)
     except (SweepError, KneeError) as exc:
         raise SweepError(f"{path}: {exc}") from None
-    return Sweep(str(doc.get("target", "")), str(doc.get("driver", "")), float(_number(doc, "step_s") or 0),
-                 float(_number(doc, "warmup_s") or 0), steps, knee,
-                 str(doc["stopped_early"]) if doc.get("stopped_early") is not None else None)
+    return Sweep(str(doc.target), str(doc.driver), float(doc.step_s or 0), float(doc.warmup_s or 0), steps, knee,
+                 str(doc.stopped_early) if doc.stopped_early is not None else None)
 
 
 def _cell(v: float | None) -> str:

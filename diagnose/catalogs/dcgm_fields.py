@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 INT64_BLANK = 0x7FFFFFFFFFFFFFF0
 FP64_BLANK = 140737488355328.0  # 2**47, dcgm_structs.DCGM_FP64_BLANK
 BLANK_REASON = "blank value from DCGM (>= 0x7ffffffffffffff0): not supported on this GPU or no data yet"
@@ -68,13 +70,35 @@ def is_blank(value: float, field: DcgmField) -> bool:
     return value >= INT64_BLANK or (field.is_float and value >= FP64_BLANK)
 
 
-def new_entity(labels: Mapping[str, str | None]) -> dict[str, Any]:
+class GpuLabels(msgspec.Struct, frozen=True):
+    """The labels that say which GPU (or MIG instance) a sample is of, by their lower-case names
+    (None: not given). ``key`` identifies it within one scrape."""
+
+    uuid: str | None = None
+    gpu: str | None = None
+    gpu_i_id: str | None = None
+    gpu_i_profile: str | None = None
+    modelname: str | None = None
+    hostname: str | None = None
+    pci_bus_id: str | None = None
+
+    @property
+    def key(self) -> tuple[str | None, str | None, str | None]:
+        return self.uuid, self.gpu, self.gpu_i_id
+
+
+def gpu_labels(labels: Mapping[str, str | None]) -> GpuLabels:
+    """The GpuLabels of a sample's labels (names matched case-insensitively)."""
+    return msgspec.convert({k.lower(): v for k, v in labels.items()}, GpuLabels)
+
+
+def new_entity(labels: Mapping[str, str | None] | GpuLabels) -> dict[str, Any]:
     """One GPU (or MIG instance) of a scrape, identified by its labels (None: not known)."""
+    lab = labels if isinstance(labels, GpuLabels) else gpu_labels(labels)
     return {
-        "uuid": labels.get("uuid"), "gpu": labels.get("gpu"),
-        "gpu_instance_id": labels.get("gpu_i_id"), "gpu_instance_profile": labels.get("gpu_i_profile"),
-        "model": labels.get("modelname"), "hostname": labels.get("hostname"),
-        "pci_bus_id": labels.get("pci_bus_id"), "values": {}, "unknown": {}, "names": {},
+        "uuid": lab.uuid, "gpu": lab.gpu, "gpu_instance_id": lab.gpu_i_id, "gpu_instance_profile": lab.gpu_i_profile,
+        "model": lab.modelname, "hostname": lab.hostname, "pci_bus_id": lab.pci_bus_id,
+        "values": {}, "unknown": {}, "names": {},
     }
 
 
@@ -103,12 +127,13 @@ def parse_exposition(text: str) -> list[dict[str, Any]]:
         for sample in family.samples:
             if sample.name not in BY_NAME:
                 continue
-            labels = {k.lower(): v for k, v in sample.labels.items()}
-            key = (labels.get("uuid"), labels.get("gpu"), labels.get("gpu_i_id"))
-            entity = entities.setdefault(key, new_entity(labels))
+            labels = gpu_labels(sample.labels)
+            entity = entities.get(labels.key)
+            if entity is None:
+                entity = entities[labels.key] = new_entity(labels)
             put_value(entity, sample.name, float(sample.value))
     return list(entities.values())
 
 
-__all__ = ["BLANK_REASON", "BY_KEY", "BY_NAME", "FIELDS", "DcgmField", "is_blank", "new_entity",
+__all__ = ["BLANK_REASON", "BY_KEY", "BY_NAME", "FIELDS", "DcgmField", "GpuLabels", "gpu_labels", "is_blank", "new_entity",
            "parse_exposition", "put_value"]

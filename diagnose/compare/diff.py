@@ -12,7 +12,7 @@ from diagnose.compare.samples import Samples, samples_of
 from diagnose.compare.steps import StepMetric, step_metrics
 from diagnose.model import Report
 from diagnose.signals.catalog import Worse
-from diagnose.signals.spans.sampling import agent_sampling
+from diagnose.signals.spans.sampling import sampling_of
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def compare(base: Report, new: Report, service_floor: float | None = None) -> Co
     quads = list(dict.fromkeys([*va, *vb]))
     shares = tuple((q.value, va.get(q, 0.0), vb.get(q, 0.0)) for q in quads)
     one_in = [f"{'BASE' if r is base else 'NEW'} 1 in {s.one_in}" for r in (base, new)
-              if (s := agent_sampling(r.manifest.get("collectors") or [])) is not None]
+              if (s := sampling_of(r.bundle.info)) is not None]
     sampled = f"; the agent sampled spans: {', '.join(one_in)}" if one_in else ""
     metrics = tuple(metric_delta(m, _value(base, m), _value(new, m), sa, sb, service_floor, sampled) for m in METRICS
                     if _value(base, m) is not None or _value(new, m) is not None)

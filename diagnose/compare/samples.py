@@ -81,7 +81,7 @@ def _gpu_series(report: Report) -> dict[str, Points]:
 
 def samples_of(report: Report) -> Samples:
     """The report's request latencies and sampled series (see the module docstring)."""
-    reqs = parse_spans(report.bundle.stream(SPANS)).requests
+    reqs = parse_spans(report.bundle.typed(SPANS)).requests
     starts = np.array([r.span.start_ns for r in reqs], np.int64)
     ends = np.array([r.span.end_ns for r in reqs], np.int64)
     window = _window(report, ends, starts)

@@ -16,9 +16,9 @@ def agent_checks(pid: int | None) -> list[Check]:
     except AgentUnavailable as exc:
         why, _, fix = missing_reason(pid, str(exc)).partition("; enable them by ")
         return [Check(f"agent in pid {pid}", "warn", why, "enable it by " + fix)]
-    torch = f"torch {hello['torch']}" if hello.get("torch") else "torch not imported"
-    otel = ("spans attached" if hello.get("spans_attached") else
-            f"OpenTelemetry {hello['opentelemetry']}" if hello.get("opentelemetry") else "no OpenTelemetry")
+    torch = f"torch {hello.torch}" if hello.torch else "torch not imported"
+    otel = ("spans attached" if hello.spans_attached else
+            f"OpenTelemetry {hello.opentelemetry}" if hello.opentelemetry else "no OpenTelemetry")
     return [Check(f"agent in pid {pid}", "ok",
-                  f"agent {hello.get('agent_version')} (protocol {hello.get('protocol')}), Python "
-                  f"{hello.get('python')}, {torch}, {otel}; capabilities: {', '.join(hello.get('capabilities', []))}")]
+                  f"agent {hello.agent_version} (protocol {hello.protocol}), Python "
+                  f"{hello.python}, {torch}, {otel}; capabilities: {', '.join(hello.capabilities)}")]

@@ -91,11 +91,11 @@ def resource_attributes(report: Report) -> dict[str, str | int]:
 
 def _service(report: Report) -> str | None:
     names: Counter[str] = Counter()
-    for i, rec in enumerate(report.bundle.stream(SPANS)):
+    for i, rec in enumerate(report.bundle.typed(SPANS)):
         if i >= SERVICE_SPANS_SCANNED:
             break
-        s = rec.get("service") if isinstance(rec, dict) else None
-        if isinstance(s, str) and s:
+        s = rec.service
+        if s:
             names[s[:MAX_NAME_CHARS]] += 1
     return names.most_common(1)[0][0] if names else None
 

@@ -225,7 +225,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
         sampling = dataclasses.replace(sampling, left_out=left_out)
     scale = sampling.scale if sampling is not None else 1.0
     ss = parsed_sample(bundle)
-    window = recording_window(collectors, _capture_window(bundle), {str(r.get("source")) for r in records})
+    window = recording_window(collectors, _capture_window(bundle), {str(r.source) for r in records})
     coverage = span_coverage(collectors, window, ss.spans)
     summary = _typed(request_summary(ss, window, coverage.covered if coverage else None, scale), RequestsDetail)
     if coverage is not None and summary.requests:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -34,22 +34,19 @@ from diagnose.traces.schema import (
     Table,
 )
 from diagnose.traces.store import GrowingTable, PartitionedStore
-from diagnose.traces.typed import NO_ARGS, Args, decode_events
+from diagnose.traces.typed import NO_ARGS, Args, Event, decode_events, events_of
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NAN = math.nan
-_EMPTY: dict[str, Any] = {}
-_PH = itemgetter("ph")
 _PH_ATTR = attrgetter("ph")
 _FLOPS_ATTR = attrgetter("flops")
 _COLL_ATTR, _PG_ATTR = attrgetter("collective"), attrgetter("pg_name")
 _SEQ_ATTR, _SEQ_LOWER_ATTR = attrgetter("seq"), attrgetter("seq_lower")
 _DEVICE_WAIT_RX = re.compile(DEVICE_WAIT_NAMES)
 _X_KEYS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
-# column, args key, typed.Args attribute, default where the key is absent
-_ARG_COLUMNS = (("correlation", "correlation", "correlation", -1), ("external_id", "External id", "external_id", -1),
-                ("stream", "stream", "stream", -1), ("device", "device", "device", -1),
-                ("bytes", "bytes", "bytes", _NAN))
+# column, typed.Args attribute (its default where the trace has no such arg)
+_ARG_COLUMNS = (("correlation", "correlation"), ("external_id", "external_id"), ("stream", "stream"),
+                ("device", "device"), ("bytes", "bytes"))
 
 def as_int(value: Any, default: int = -1) -> int:
     """An int64 id from a JSON value; strings like "stream 7" yield their number; else default."""
@@ -109,24 +106,12 @@ class ColumnBuilder:
     flow_store: GrowingTable = field(default_factory=lambda: GrowingTable(FLOW_COLUMNS))
 
     def add_batch(self, events: list[Any]) -> None:
-        """Append one parsed batch. Columns are gathered with C-level itemgetter/zip (the hot
-        path) and validated in numpy; odd values (strings, huge ints, null) fall back per value."""
+        """Append one parsed batch (orjson dicts): typed as the JSON decoder types them
+        (typed.events_of); a value that is not an object is counted invalid."""
+        typed = events_of(events)
         self.counts["events"] += len(events)
-        try:  # every event an object with a phase: one C-level pass (3x faster than .get)
-            dicts, phs = events, list(map(_PH, events))
-        except (KeyError, TypeError):
-            dicts = [e for e in events if e.__class__ is dict]
-            phs = [e.get("ph") for e in dicts]
-        self.counts["invalid"] += len(events) - len(dicts)
-        xs, flows, meta = _by_phase(dicts, phs)
-        for e in meta:
-            self._add_metadata(e)
-        self.counts["skipped"] += len(dicts) - len(xs) - len(flows) - len(meta)
-        if xs:
-            fields = _fields(xs, _X_KEYS, (None, None, -1, -1, None, None, None))
-            self._add_complete(fields[:6], [a if a.__class__ is dict else _EMPTY for a in fields[6]])
-        if flows:
-            self._add_flows(_fields(flows, ("id", "ph", "pid", "tid", "ts", "cat"), (-1, None, -1, -1, None, None)))
+        self.counts["invalid"] += len(events) - len(typed)
+        self._add_events(typed)
 
     def add_json_array(self, body: bytes) -> bool:
         """Append the events of the JSON array ``body``, decoded into typed structs (typed.py);
@@ -134,22 +119,29 @@ class ColumnBuilder:
         events = decode_events(body)
         if events is None:
             return False
+        self.add_typed(events)
+        return True
+
+    def add_typed(self, events: list[Event]) -> None:
+        """Append events already typed (typed.py)."""
         self.counts["events"] += len(events)
+        self._add_events(events)
+
+    def _add_events(self, events: list[Event]) -> None:
+        """Columns are gathered with C-level attrgetter maps (the hot path) and validated in numpy;
+        odd values (strings, huge ints, null) fall back per value."""
         xs, flows, meta = _by_phase(events, list(map(_PH_ATTR, events)))
         for e in meta:
-            self._add_metadata({"name": e.name, "pid": e.pid, "tid": e.tid,
-                                "args": {"name": e.args.name} if e.args is not None else None})
+            self._add_metadata(e)
         self.counts["skipped"] += len(events) - len(xs) - len(flows) - len(meta)
         if xs:
             fields = tuple(list(map(attrgetter(k), xs)) for k in _X_KEYS)
             self._add_complete(fields[:6], [NO_ARGS if a is None else a for a in fields[6]])
         if flows:
             self._add_flows(tuple(list(map(attrgetter(k), flows)) for k in ("id", "ph", "pid", "tid", "ts", "cat")))
-        return True
 
-    def _add_complete(self, fields: tuple[list[Any], ...], args: list[dict[str, Any]] | list[Args]) -> None:
-        """Complete events from their columns (cat, name, pid, tid, ts, dur) and their ``args``
-        (dicts, or typed.Args structs)."""
+    def _add_complete(self, fields: tuple[list[Any], ...], args: list[Args]) -> None:
+        """Complete events from their columns (cat, name, pid, tid, ts, dur) and their ``args``."""
         fields = fields + (args,)
         cats = _lookup(CAT_CODE, fields[0])
         if None in cats:  # categories nobody reads (python_function, Trace, ...): dropped here
@@ -161,49 +153,39 @@ class ColumnBuilder:
                 return
             fields = tuple([col[i] for i in idx] for col in fields)
             cats = [cats[i] for i in idx]
-        # the args column: all dicts or all Args (one decoder made the batch), told by its first item
         _, raw, pid, tid, ts, dur, arg_col = fields
         nids = self._name_ids(list(raw))
         if self.wait_ids:  # a device track's own waits are sync events, not busy time
             waits = self.wait_ids
             cats = [CAT_SYNC if c == CAT_KERNEL and n in waits else c for c, n in zip(cats, nids)]
-        typed = bool(arg_col) and arg_col[0].__class__ is Args
         rows: dict[str, Any] = {
             "cat": cats, "name": nids, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            **{col: (list(map(attrgetter(attr), arg_col)) if typed else [a.get(key, default) for a in arg_col])
-               for col, key, attr, default in _ARG_COLUMNS},
+            **{col: list(map(attrgetter(attr), arg_col)) for col, attr in _ARG_COLUMNS},
             "flops": [_NAN] * len(cats), "precision": [0] * len(cats), "batch": [-1] * len(cats),
-            **self._collective_rows(arg_col, typed),
+            **self._collective_rows(arg_col),
         }
         with_formula = {self.names[n] for n in FLOP_OPS if n in self.names}
         ops = {i for i, n in enumerate(nids) if n in with_formula}
-        if typed:  # plus the ops that carry a flops arg
-            ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, arg_col)) if f is not None)
-        else:
-            ops.update(i for i, a in enumerate(arg_col) if a.get("flops") is not None)
+        ops.update(i for i, f in enumerate(map(_FLOPS_ATTR, arg_col)) if f is not None)  # ops that carry a flops arg
         for i in sorted(i for i in ops if cats[i] == CAT_CPU_OP):
-            op: dict[str, Any] = arg_col[i].op_args() if typed else arg_col[i]
-            if op.get("Input Dims") is None and op.get("flops") is None:  # nothing to count from
+            a = arg_col[i]
+            if a.input_dims is None and a.flops is None:  # nothing to count from
                 rows["bytes"][i] = _NAN
                 continue
+            op = a.op_args()
             rows["flops"][i], rows["bytes"][i] = op_flops_bytes(self.labels[nids[i]], op)
             rows["precision"][i] = precision_code(op)
             rows["batch"][i] = batch_dim(self.labels[nids[i]], op)
         self.store.append(_validated_events(rows, self.counts))
 
-    def _collective_rows(self, arg_col: list[Any], typed: bool) -> dict[str, list[Any]]:
+    def _collective_rows(self, arg_col: list[Args]) -> dict[str, list[Any]]:
         """``coll``/``pg`` (name ids of the args "Collective name" and "Process Group Name", -1
         where absent) and ``seq`` (arg "Seq" or "seq", -1 where absent) of one batch."""
-        if typed:
-            coll, pg = list(map(_COLL_ATTR, arg_col)), list(map(_PG_ATTR, arg_col))
-            seq = [a if a is not None else b for a, b in zip(map(_SEQ_ATTR, arg_col), map(_SEQ_LOWER_ATTR, arg_col))]
-        else:
-            coll = [a.get("Collective name") for a in arg_col]
-            pg = [a.get("Process Group Name") for a in arg_col]
-            seq = [a.get("Seq", a.get("seq")) for a in arg_col]
+        coll, pg = list(map(_COLL_ATTR, arg_col)), list(map(_PG_ATTR, arg_col))
         n = len(arg_col)
         if coll.count(None) == n:  # the usual batch: no collective in it
             return {"coll": [-1] * n, "pg": [-1] * n, "seq": [-1] * n}
+        seq = [a if a is not None else b for a, b in zip(map(_SEQ_ATTR, arg_col), map(_SEQ_LOWER_ATTR, arg_col))]
         return {"coll": [-1 if v is None else self._intern(v) for v in coll],
                 "pg": [-1 if v is None else self._intern(v) for v in pg],
                 "seq": [-1 if v is None else as_int(v) for v in seq]}
@@ -244,13 +226,12 @@ class ColumnBuilder:
             self.names[name] = nid
         return nid
 
-    def _add_metadata(self, ev: dict[str, Any]) -> None:
-        raw_args = ev.get("args")
-        label = clean_name(raw_args.get("name") if isinstance(raw_args, dict) else None)
-        if ev.get("name") == "thread_name":
-            self.thread_names[(as_int(ev.get("pid")), as_int(ev.get("tid")))] = label
-        elif ev.get("name") == "process_name":
-            self.process_names[as_int(ev.get("pid"))] = label
+    def _add_metadata(self, ev: Event) -> None:
+        label = clean_name(ev.args.name if ev.args is not None else None)
+        if ev.name == "thread_name":
+            self.thread_names[(as_int(ev.pid), as_int(ev.tid))] = label
+        elif ev.name == "process_name":
+            self.process_names[as_int(ev.pid)] = label
 
     def partitions(self) -> dict[str, Table]:
         """gpu / runtime / cpu tables (trace µs columns ``ts``/``dur``), in file order."""
@@ -270,18 +251,6 @@ def _by_phase(events: list[Any], phs: list[Any]) -> tuple[list[Any], list[Any], 
     return ([e for e, ph in zip(events, phs) if ph == "X"],
             [e for e, ph in zip(events, phs) if ph == "s" or ph == "f"],
             [e for e, ph in zip(events, phs) if ph == "M"])
-
-
-def _fields(events: list[dict[str, Any]], keys: tuple[str, ...], defaults: tuple[Any, ...]) -> tuple:
-    """Columns of ``keys``: one C-level itemgetter pass per key (4x faster than transposing
-    per-event tuples with ``zip(*...)``), ``.get`` with the default where a key is absent."""
-    out = []
-    for k, d in zip(keys, defaults):
-        try:
-            out.append(list(map(itemgetter(k), events)))
-        except KeyError:
-            out.append([e.get(k, d) for e in events])
-    return tuple(out)
 
 
 def _lookup(table: dict[Any, int], keys: list[Any]) -> list[int | None]:

@@ -33,6 +33,7 @@ from diagnose.traces.scan import ScanState
 from diagnose.traces.schema import Table
 from diagnose.traces.stream import TraceReadError, feed_events, inflate_chunks, skeleton_metadata
 from diagnose.traces.tolerant import Damage, Tally
+from diagnose.traces.typed import decode_document
 
 WHOLE_DOC_BYTES = 4 << 20  # a document this small is parsed in one call (fixed costs dominate)
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -203,11 +204,16 @@ def _replay(head: list[bytes], rest: Iterator[bytes] | None, failure: Exception 
 
 
 def _whole_document(head: list[bytes], builder: ColumnBuilder) -> dict[str, Any] | None:
-    """A small, strictly valid trace parsed in one orjson call (no structural scan); None when
-    it is not one (odd content, no events array): the streaming path then reads it."""
+    """A small, strictly valid trace parsed in one call (no structural scan): msgspec straight into
+    typed events, or orjson dicts when an event does not fit them; returns the metadata beside the
+    events, or None when it is not one (odd content, no events array): the streaming path then reads it."""
     data = b"".join(head)
     if data.count(b'"traceEvents"') != 1:  # a key twice: orjson keeps the last, streaming reads both
         return None
+    typed = decode_document(data)  # the events straight into their structs (typed.py), else orjson dicts
+    if typed is not None:
+        builder.add_typed(typed.trace_events)
+        return typed.header()
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:

@@ -93,7 +93,7 @@ def test_forked_workers_do_not_hold_the_parent_socket_and_get_their_own_agent(se
     for w in workers:
         assert parent_inode not in held_socket_inodes(w)  # closed in the child right after fork
         handle = wait_for_agent(w, 20)
-        assert handle.hello["pid"] == w and handle.path != parent_path
+        assert handle.hello.pid == w and handle.path != parent_path
     status = capture(workers[0], tmp_path / "w0")
     assert status.counts["spans"] > 0
     os.kill(workers[1], signal.SIGINT)  # exits through atexit: removes its own socket only
@@ -145,8 +145,8 @@ def test_env_variable_start_with_nvtx_mirror_attaches_when_the_app_sets_its_prov
     try:
         read_until(proc, "READY", 60, [])
         hello = wait_for_agent(proc.pid, 20).hello
-        assert "nvtx" in hello["capabilities"]
-        assert hello["spans_attached"] is True  # attached at set_tracer_provider, before any capture
+        assert "nvtx" in hello.capabilities
+        assert hello.spans_attached is True  # attached at set_tracer_provider, before any capture
         status = capture(proc.pid, tmp_path / "b")
         assert status.counts["spans"] > 0
     finally:

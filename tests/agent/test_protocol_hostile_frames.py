@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.agent.host.client import AgentHandle
+from diagnose.agent.host.replies import Hello
 from diagnose.agent.inproc import protocol
 from diagnose.agent.inproc.server import AgentServer
 from diagnose.bundle import BundleWriter, CollectorState
@@ -59,7 +60,7 @@ def collector(tmp_path):
         agent = FakeAgent(protocol.encode(reply))
         made.append(agent)
         c = AgentCollector()
-        c._handle = AgentHandle(4242, agent.path, {})
+        c._handle = AgentHandle(4242, agent.path, Hello())
         return c, agent
 
     made: list[FakeAgent] = []
@@ -111,3 +112,19 @@ def test_the_agents_list_counts_pass_the_check_and_other_lists_do_not():
                 [list(range(MAX_COUNT_ITEMS + 1))]):
         with pytest.raises(protocol.ProtocolError, match="counts that are not numbers"):
             checked(_report({"c": bad}))
+
+
+def test_replies_are_typed_once_and_an_odd_hello_field_is_unknown():
+    """Typed replies: the fields the attach side reads come typed from one decode; a hello whose
+    capabilities are not a list of strings (a doctor's ``', '.join`` raised TypeError on it) reads as none."""
+    from diagnose.agent.host.replies import hello_of, reply_of
+
+    reply = reply_of(_report({"spans_dropped_ranges_ns": [[1, 2]], "spans": 3}))
+    assert reply.ok and reply.state == "done" and reply.refusal == "" and reply.report is not None
+    assert reply.report.parts["spans"].counts == {"spans_dropped_ranges_ns": [[1, 2]], "spans": 3}
+    refused = reply_of({"ok": False, "error": {"code": "busy", "message": "a capture is running"}})
+    assert refused.refusal == "a capture is running" and refused.report is None
+    hello = hello_of({"ok": True, "pid": 7, "capabilities": 5, "torch": ["2.1"], "python": "3.11.7"})
+    assert (hello.pid, hello.capabilities, hello.torch, hello.python) == (7, (), None, "3.11.7")
+    with pytest.raises(protocol.ProtocolError, match="'pid' is not a int"):
+        reply_of({"ok": True, "pid": True})

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from diagnose.bundle.records.spans import span_record
 from diagnose.capacity.sweep import CommandDriver, SweepError, choose_rates
 from diagnose.compare.diff import compare
 from diagnose.compare.perf_file import MARKER, PerfFileError, read_state
@@ -29,8 +30,8 @@ def _span(**kw):
 
 
 def test_spans_with_times_past_int64_or_ids_that_are_not_strings_are_counted_not_parsed():
-    ss = parse_spans([_span(), _span(start_ns=2**70, end_ns=2**70 + 1), _span(parent_span_id=[1]),
-                      _span(span_id={"x": 1})])
+    ss = parse_spans(map(span_record, [_span(), _span(start_ns=2**70, end_ns=2**70 + 1), _span(parent_span_id=[1]),
+                                       _span(span_id={"x": 1})]))
     assert len(ss.spans) == 1 and ss.invalid == {"time_out_of_range": 1, "bad_id": 2}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from diagnose.agent.host.client import AgentHandle
+from diagnose.agent.host.replies import Hello
 from diagnose.agent.inproc import protocol
 from diagnose.agent.inproc.capture import FAILED, OK, SKIPPED, UNAVAILABLE, CaptureRequest, Part
 from diagnose.agent.inproc.server import AgentServer
@@ -110,7 +111,7 @@ def test_fuzz_agent_server_answers_every_connection(agent_server, tmp_path):
 
 def test_fuzz_reply_parser_on_the_host(tmp_path):
     agent = FakeAgent()
-    handle = AgentHandle(4242, agent.path, {})
+    handle = AgentHandle(4242, agent.path, Hello())
 
     def attach_side_reads(data: bytes) -> None:
         agent.reply = data

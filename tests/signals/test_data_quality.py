@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from diagnose.bundle.records.manifest import CollectorEntry, manifest_info
 from diagnose.bundle.records.process import ProcessReading
+from diagnose.bundle.records.spans import span_record
 from diagnose.model import Evidence, Finding, Layer, Quadrant, Severity
 from diagnose.results.quality import DataQuality
 from diagnose.signals.process_gaps import process_gaps
@@ -133,7 +134,7 @@ def test_qps_and_latency_over_the_part_of_the_window_the_kept_spans_cover():
     """1000 requests/s for 10 s; the agent kept the first 1.15 s and dropped the rest."""
     t0 = 10**18
     kept = [_span(i, t0 + i * 10**6, 5 * 10**6) for i in range(1150)]
-    ss = parse_spans(kept)
+    ss = parse_spans(map(span_record, kept))
     window = (t0, t0 + 10 * 10**9)
     agent = {"name": "agent", "counts": {"spans_dropped": 8850, "spans_dropped_ranges_ns": [[t0 + 1_155_000_000,
                                                                                              t0 + 10 * 10**9]]}}

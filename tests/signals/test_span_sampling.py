@@ -9,6 +9,7 @@ import pytest
 
 from diagnose.agent.inproc.spanbudget import hex_kept
 from diagnose.bundle.records.manifest import manifest_info
+from diagnose.bundle.records.spans import span_record
 from diagnose.results.quality import DataQuality, SpansQuality
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.coverage import span_coverage
@@ -42,8 +43,9 @@ def test_the_final_sample_is_kept_whole_and_counts_are_scaled_by_n():
     records = [r for i in range(10_000) for r in _trace(rng, T0 + i * 10**6)]
     sampling = agent_sampling([_agent(1 / 8)])
     assert sampling is not None and sampling.one_in == 8
-    kept, left = in_sample(records, sampling)
-    assert left + len(kept) == len(records) and all(hex_kept(r["trace_id"], 1 / 8) for r in kept)
+    typed = [span_record(r) for r in records]
+    kept, left = in_sample(typed, sampling)
+    assert left + len(kept) == len(records) and all(hex_kept(r.trace_id, 1 / 8) for r in kept)
     ss = parse_spans(kept)
     assert len(ss.requests) == len(kept) // 2  # whole traces: every kept root has its child, no orphan root
     summary = request_summary(ss, WINDOW, None, sampling.scale)
@@ -52,7 +54,7 @@ def test_the_final_sample_is_kept_whole_and_counts_are_scaled_by_n():
     assert summary["sampled_one_in"] == 8 and summary["requests"] == len(ss.requests)
     assert summary["latency"]["p50_ms"] == pytest.approx(4.0)  # latency from the sample, unscaled
     assert summary["in_flight_measured_mean"] == pytest.approx(1000 * 0.004, rel=0.15)  # ~4 open at once
-    unsampled = request_summary(parse_spans(records), WINDOW)
+    unsampled = request_summary(parse_spans(typed), WINDOW)
     assert unsampled["qps"] == pytest.approx(1000, rel=0.01) and "requests_estimated" not in unsampled
 
     # sampled-out is not dropped: the window stays covered
@@ -67,8 +69,8 @@ def test_other_producers_spans_are_never_filtered_and_a_full_sample_is_no_sampli
     otlp = [r for i in range(200) for r in _trace(rng, T0 + i * 10**6, source="otlp")]
     agent = [r for i in range(200) for r in _trace(rng, T0 + i * 10**6)]
     sampling = agent_sampling([_agent(1 / 4)])
-    kept, left = in_sample(otlp + agent, sampling)
-    assert [r for r in kept if r["source"] == "otlp"] == otlp and 0 < left < len(agent)
+    kept, left = in_sample(map(span_record, otlp + agent), sampling)
+    assert [r for r in kept if r.source == "otlp"] == [span_record(r) for r in otlp] and 0 < left < len(agent)
     assert agent_sampling([_agent(1.0)]) is None
     assert agent_sampling([_agent(0.3)]) is None  # not a fraction the agent can choose: not believed
     assert agent_sampling([_agent(True)]) is None and agent_sampling([{"name": "agent", "counts": "x"}]) is None

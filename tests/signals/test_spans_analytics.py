@@ -12,7 +12,8 @@ import pytest
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.spans import span_record
 from diagnose.bundle import Bundle, BundleWriter
-from diagnose.bundle.streams import GC
+from diagnose.bundle.records import spans as span_records
+from diagnose.bundle.streams import GC, SPANS
 from diagnose.results.spans import LlmDetail
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
@@ -100,7 +101,7 @@ def bundle(tmp_path_factory):
 
 
 def _parsed(bundle):
-    ss = parse_spans(bundle.records("spans.jsonl"))
+    ss = parse_spans(bundle.typed(SPANS))
     m = bundle.manifest
     return ss, request_summary(ss, (m["started_ns"], m["ended_ns"]))
 
@@ -145,7 +146,7 @@ def test_ttft_and_tpot_from_first_token_events(bundle):
     assert llm["ttft"]["count"] == REQUESTS
     assert 2.0 <= llm["ttft"]["p50_ms"] < 10.0
     gen = [x for x in ss.spans if x.name == "generate"]
-    ev = gen[1].events[0]["t_ns"] - gen[1].start_ns
+    ev = (gen[1].events[0].t_ns or 0) - gen[1].start_ns
     assert llm["tpot"]["p50_ms"] > 0
     assert llm["output_tokens"] == TOKENS * REQUESTS
     assert ev > 0
@@ -154,8 +155,8 @@ def test_ttft_and_tpot_from_first_token_events(bundle):
 def test_ttft_and_tpot_from_gen_ai_attributes():
     from diagnose.signals.spans.analytics import Span
 
-    span = Span("t" * 32, "s" * 16, None, "chat", "server", 0, 2_000_000_000, "ok",
-                {"gen_ai.server.time_to_first_token": 0.25, "gen_ai.usage.output_tokens": 101}, ())
+    span = Span(trace_id="t" * 32, span_id="s" * 16, name="chat", kind="server", start_ns=0, end_ns=2_000_000_000,
+                status="ok", attributes={"gen_ai.server.time_to_first_token": 0.25, "gen_ai.usage.output_tokens": 101})
     llm = llm_summary([span], 2.0)
     assert llm["ttft"]["p50_ms"] == 250.0
     assert llm["tpot"]["p50_ms"] == pytest.approx((2000.0 - 250.0) / 100)
@@ -184,19 +185,22 @@ def test_generation_time_splits_at_the_first_token_into_prefill_and_decode():
     from diagnose.signals.spans.source import llm_signals
 
     # two generations of 1 s: 0.1 s then 0.3 s to the first token -> 20% before it, 80% decode
-    spans = [Span("t" * 32, f"s{i}" * 8, None, "generate", "server", 0, 1_000_000_000, "ok",
-                  {"gen_ai.server.time_to_first_token": ttft, "gen_ai.usage.output_tokens": 33}, ())
+    spans = [Span(trace_id="t" * 32, span_id=f"s{i}" * 8, name="generate", kind="server", start_ns=0,
+                  end_ns=1_000_000_000, status="ok",
+                  attributes={"gen_ai.server.time_to_first_token": ttft, "gen_ai.usage.output_tokens": 33})
              for i, ttft in enumerate((0.1, 0.3))]
     llm = llm_summary(spans, 2.0)
     assert llm["phases"]["ttft_share_pct"] == pytest.approx(20.0)
     assert llm["phases"]["decode_share_pct"] == pytest.approx(80.0)
     assert llm["phases"]["generation_s"] == pytest.approx(2.0)
-    queue = Span("t" * 32, "q" * 16, "s0" * 8, "queue", "internal", 0, 50_000_000, "ok", {}, ())
+    queue = Span(trace_id="t" * 32, span_id="q" * 16, parent_span_id="s0" * 8, name="queue", start_ns=0,
+                 end_ns=50_000_000, status="ok")
     split = llm_summary([*spans, queue], 2.0)["phases"]  # 50 ms of the first 100 ms waited in a queue span
     assert split["queue_share_pct"] == pytest.approx(2.5) and split["prefill_share_pct"] == pytest.approx(17.5)
     sig = llm_signals(msgspec.convert(llm, LlmDetail))
     assert sig["llm.decode_share_pct"].value == pytest.approx(80.0) and sig["llm.decode_share_pct"].unit == "%"
-    assert llm_summary([Span("t" * 32, "x" * 16, None, "get", "server", 0, 10, "ok", {}, ())], 1.0)["phases"] is None
+    get = Span(trace_id="t" * 32, span_id="x" * 16, name="get", kind="server", start_ns=0, end_ns=10, status="ok")
+    assert llm_summary([get], 1.0)["phases"] is None
 
 
 def test_stage_union_of_few_intervals_matches_the_numpy_merge():
@@ -222,8 +226,9 @@ def test_span_ids_that_make_a_cycle_end_the_request_walk():
         return {"trace_id": tid, "span_id": span_id, "parent_span_id": parent, "name": name, "kind": "internal",
                 "start_ns": t, "end_ns": t + dur_ms * 10**6, "status": "ok", "attributes": {}, "events": []}
 
-    ss = parse_spans([rec("a" * 16, None, "GET /", 10), rec("a" * 16, "a" * 16, "preprocess", 5),
-                      rec("b" * 16, "c" * 16, "x", 1), rec("c" * 16, "b" * 16, "y", 1)])
+    recs = [rec("a" * 16, None, "GET /", 10), rec("a" * 16, "a" * 16, "preprocess", 5),
+            rec("b" * 16, "c" * 16, "x", 1), rec("c" * 16, "b" * 16, "y", 1)]
+    ss = parse_spans(map(span_records.span_record, recs))
     (req,) = ss.requests  # the cycle b <-> c has no root: no request
     assert req.span.name == "GET /"
 
@@ -264,3 +269,28 @@ def test_requests_that_all_ended_outside_the_capture_window_give_no_qps(tmp_path
     for n in ("spans.qps", "spans.in_flight_mean"):
         assert a.signals[n].value is None and "ended inside the capture window" in a.signals[n].reason, n
     assert "none of the 40 requests" in a.data_quality.spans.outside_window
+
+
+def test_a_span_line_of_the_wrong_shape_costs_only_itself(tmp_path):
+    """Typed span records: ``"events": 5`` (a hostile target writes spans.jsonl) raised TypeError in the
+    analysis; now a field of the wrong type gets its default, a line that is not an object is torn, and
+    the spans left out are counted by reason as before."""
+    t0, ms = 1_700_000_000 * 10**9, 10**6
+    w = BundleWriter(tmp_path)
+    ok = {"trace_id": "1" * 32, "span_id": "2" * 16, "name": "POST /x", "kind": "server", "start_ns": t0 + ms,
+          "end_ns": t0 + 6 * ms, "status": "ok", "source": "import"}
+    for rec in ({**ok, "events": 5, "attributes": [1]}, {**ok, "span_id": "3" * 16, "end_ns": None},
+                {**ok, "span_id": "4" * 16, "end_ns": "6"}, {**ok, "span_id": 4}):
+        w.stream(SPANS.name).write(rec)
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**9, "collectors": []})
+    w.close()
+    with open(tmp_path / SPANS.name, "ab") as f:
+        f.write(b"[1]\n")
+    b = Bundle.open(tmp_path)
+    (span, *rejected) = b.typed(SPANS)
+    assert span.events == () and span.attributes == {} and span.dur_ns == 5 * ms
+    assert [r.reject for r in rejected] == ["no_end_time", "bad_time", "bad_id"]
+    a = analyze(b)
+    assert a.signals["spans.p50_ms"].value == pytest.approx(5.0)
+    assert a.data_quality.spans.invalid == {"no_end_time": 1, "bad_time": 1, "bad_id": 1}
+    assert b.torn_lines == {SPANS.name: 1} and b.invalid_records == {}

@@ -1,6 +1,6 @@
-"""The typed (msgspec) decoding of event batches and the orjson-dict path it falls back to give
-the same trace: every column, name, count and thread name, on real traces and on batches whose
-shape the structs reject."""
+"""The typed (msgspec) decoding of event batches (and of a small whole document) and the orjson-dict
+path it falls back to (typed.events_of) give the same trace: every column, name, count and thread
+name, on real traces and on batches whose shape the structs reject."""
 from __future__ import annotations
 
 import numpy as np
@@ -29,6 +29,7 @@ def _both(path, monkeypatch):
     typed = read_trace(path)
     with monkeypatch.context() as m:
         m.setattr(ColumnBuilder, "add_json_array", lambda self, body: False)
+        m.setattr("diagnose.traces.reader.decode_document", lambda body: None)  # a small whole document too
         dicts = read_trace(path)
     return typed, dicts
 
@@ -66,3 +67,14 @@ def test_batches_the_structs_reject_fall_back_to_dicts(tmp_path):
     trace = read_trace(write(tmp_path / "t.json.gz", {}, padding + odd + padding))
     assert trace.report.events == 120_002 and trace.report.invalid == 1
     assert len(trace.gpu) == 120_001
+
+
+def test_a_small_document_the_structs_reject_is_typed_event_by_event(tmp_path):
+    """A whole document (no streaming) with args that is a list and an event that is a number: orjson
+    reads it, and its events are typed one by one (args that is not an object reads as none)."""
+    ok = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+          "args": {"stream": 7, "device": 0}}
+    meta = {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}
+    trace = read_trace(write(tmp_path / "t.json.gz", {}, [ok, dict(ok, args=[1, 2], ts=4.0), 42, meta]))
+    assert trace.report.events == 4 and trace.report.invalid == 1
+    assert list(trace.gpu["stream"]) == [7, 7] and trace.thread_names == {(0, 7): "stream 7"}

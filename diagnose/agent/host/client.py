@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.agent.host.replies import checked
+from diagnose.agent.host.replies import Hello, checked, hello_of, reply_of
 from diagnose.agent.inproc import protocol
 
 _LISTENING = 0x00010000  # __SO_ACCEPTCON in /proc/net/unix Flags
@@ -32,7 +32,7 @@ class AgentUnavailable(Exception):
 class AgentHandle:
     pid: int
     path: str
-    hello: dict[str, Any]
+    hello: Hello
 
     def call(self, op: str, timeout_s: float = 5.0, **args: Any) -> dict[str, Any]:
         """The reply, its shape checked (replies.py). Raises OSError, TimeoutError, ProtocolError."""
@@ -103,14 +103,15 @@ def find_agent(pid: int) -> AgentHandle:
                 errors.append(f"no answer within {HELLO_BUDGET_S:g} s")
                 break
             try:
-                reply = checked(protocol.call(route, "hello", min(HELLO_TIMEOUT_S, left)))
+                raw = protocol.call(route, "hello", min(HELLO_TIMEOUT_S, left))
+                reply = reply_of(raw)
             except (OSError, protocol.ProtocolError) as exc:
                 errors.append(f"{route}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
                 continue
-            if not reply.get("ok"):
-                errors.append(f"{route}: {reply['error']['message'][:200]}")
-            elif reply.get("pid") in pids:
-                return AgentHandle(pid, route, reply)
+            if not reply.ok:
+                errors.append(f"{route}: {reply.refusal[:200]}")
+            elif reply.pid in pids:
+                return AgentHandle(pid, route, hello_of(raw))
     raise AgentUnavailable(f"the agent of pid {pid} did not answer: {'; '.join(errors)}")
 
 

@@ -25,6 +25,7 @@ from diagnose.bundle.importers.base import Artifact, ImportFailed
 from diagnose.traces.columns import as_float
 from diagnose.traces.reader import MAX_TS_US
 from diagnose.traces.stream import EventStream, TraceReadError, stream_events
+from diagnose.traces.typed import Event, decode_events, events_of
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRead, SupportsWrite
@@ -47,11 +48,25 @@ class TraceSkim:
     out_of_range: int = 0  # timed events whose ts or end lies beyond MAX_TS_US (not used for the span)
 
     def add_batch(self, events: list[Any]) -> None:
+        """Parsed events (orjson dicts), typed as the columns type them (traces/typed.py)."""
         self.events += len(events)
-        timed = [ev for ev in events if ev.__class__ is dict and ev.get("ph") != "M"]
+        self._add(events_of(events))
+
+    def add_json_array(self, body: bytes) -> bool:
+        """The events of the JSON array ``body`` decoded straight into typed structs; False, with
+        nothing added, when they do not fit them (the stream then calls ``add_batch``)."""
+        events = decode_events(body)
+        if events is None:
+            return False
+        self.events += len(events)
+        self._add(events)
+        return True
+
+    def _add(self, events: list[Event]) -> None:
+        timed = [ev for ev in events if ev.ph != "M"]
         if timed:  # in numpy: ~3x faster than a loop over the events (1-2 s per GB of trace)
-            ts = _floats([ev.get("ts") for ev in timed])
-            dur = _floats([ev.get("dur") for ev in timed])
+            ts = _floats([ev.ts for ev in timed])
+            dur = _floats([ev.dur for ev in timed])
             end = ts + np.where(np.isfinite(dur), dur, 0.0)
             ok = np.isfinite(ts) & np.isfinite(end)
             sane = ok & (np.abs(ts) <= MAX_TS_US) & (np.abs(end) <= MAX_TS_US)
@@ -61,8 +76,7 @@ class TraceSkim:
                 self.first_us = min(self.first_us, float(ts[ok].min()))
                 self.last_us = max(self.last_us, float(end[ok].max()))
         if not self.gpu:
-            self.gpu = any(ev.__class__ is dict and isinstance(cat := ev.get("cat"), str)
-                           and cat in GPU_CATEGORIES for ev in events)
+            self.gpu = any(isinstance(cat := ev.cat, str) and cat in GPU_CATEGORIES for ev in events)
 
     def span_us(self) -> tuple[float, float] | None:
         """(first ts, last ts + dur) in µs of the trace's clock, or None without timed events."""

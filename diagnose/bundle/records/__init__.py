@@ -7,8 +7,8 @@ JSON is a torn line (``Bundle.torn_lines``), a record whose fields have the wron
 out of range is dropped and counted (``Bundle.invalid_records``); unknown fields are ignored, so
 older and newer producers stay readable. Where one bad part must not cost the whole record (a
 py-spy window with an unusable clock origin), the field is typed loosely and checked by a property.
-A stream read leniently (``LENIENT``: the process collector's readings) decodes each line as JSON
-first and builds its record field by field, so one malformed field costs only itself.
+A stream read leniently (``LENIENT``: the process collector's readings, the spans) decodes each line
+as JSON first and builds its record field by field, so one malformed field costs only itself.
 
 Units are in the field names (``_ns`` Unix-epoch nanoseconds unless said, ``_s`` seconds, ``_us``
 microseconds, ``_bytes``). Host side only: the in-target agent writes plain dicts of these shapes
@@ -28,15 +28,20 @@ from diagnose.bundle.records.gpu import DcgmRecord, GpmRecord, NvmlRecord
 from diagnose.bundle.records.process import ProcessReading, process_reading
 from diagnose.bundle.records.pyspy import PyspySourceRecord, PyspyWindowRecord, ThreadNameRecord
 from diagnose.bundle.records.serving import ServingRecord
+from diagnose.bundle.records.spans import SpanRecord, span_record
 
 # Every record type a StreamSpec names (streams.py ``record``), by class name: one module per source.
 # A stream that mixes kinds by a "kind" field names a Union of tagged Records, by its alias.
 RECORD_TYPES: dict[str, Any] = {t.__name__: t for t in (
     PyspyWindowRecord, PyspySourceRecord, ThreadNameRecord, GcPauseRecord, TorchTraceRecord)}
 RECORD_TYPES["ServingRecord"] = ServingRecord
-RECORD_TYPES.update(NvmlRecord=NvmlRecord, GpmRecord=GpmRecord, DcgmRecord=DcgmRecord, ProcessReading=ProcessReading)
+RECORD_TYPES.update(NvmlRecord=NvmlRecord, GpmRecord=GpmRecord, DcgmRecord=DcgmRecord, ProcessReading=ProcessReading,
+                    SpanRecord=SpanRecord)
 # Record types read leniently: the reading of one decoded JSON object, None when it is not one.
-LENIENT: dict[str, Callable[[dict[str, Any]], Any]] = {"ProcessReading": process_reading}
+LENIENT: dict[str, Callable[[dict[str, Any]], Any]] = {"ProcessReading": process_reading, "SpanRecord": span_record}
+
+
+_FAST = msgspec.json.Decoder()
 
 
 class LineDecoder(Protocol):
@@ -46,17 +51,21 @@ class LineDecoder(Protocol):
 
 
 class LenientDecoder:
-    """Decodes a line with the standard library (invalid UTF-8 replaced, as ``Bundle.records``
-    reads it), then builds the record with ``read`` (one of LENIENT)."""
+    """Decodes a line as ``Bundle.records`` reads it (msgspec first; what it refuses, such as NaN or
+    invalid UTF-8, by the standard library with invalid UTF-8 replaced), then builds the record with
+    ``read`` (one of LENIENT)."""
 
     def __init__(self, read: Callable[[dict[str, Any]], Any]):
         self._read = read
 
     def decode(self, line: bytes) -> Any:
         try:
-            raw = json.loads(line.decode("utf-8", errors="replace"))
-        except (ValueError, RecursionError):
-            raise msgspec.DecodeError("not a JSON line") from None
+            raw = _FAST.decode(line)
+        except Exception:  # noqa: BLE001 - any refusal: the json module decides, as Bundle.records does
+            try:
+                raw = json.loads(line.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                raise msgspec.DecodeError("not a JSON line") from None
         if not isinstance(raw, dict):
             raise msgspec.DecodeError("not a JSON object")
         rec = self._read(raw)
@@ -72,5 +81,6 @@ def decoder(type_name: str) -> LineDecoder:
 
 
 __all__ = ["LENIENT", "RECORD_TYPES", "Count", "Finite", "GcPauseRecord", "LenientDecoder", "LineDecoder",
-           "ProcessReading", "PyspySourceRecord", "PyspyWindowRecord", "Record", "ThreadNameRecord", "TorchTraceRecord",
+           "ProcessReading", "PyspySourceRecord", "PyspyWindowRecord", "Record", "SpanRecord", "ThreadNameRecord",
+           "TorchTraceRecord",
            "UnixNs", "decoder"]

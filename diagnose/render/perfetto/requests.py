@@ -21,7 +21,7 @@ def request_events(bundle: Bundle, names: Names, notes: dict[str, Any],
     from diagnose.signals.spans.analytics import parse_spans
     from diagnose.signals.spans.sampling import sampling_of
 
-    ss = parse_spans(bundle.stream(SPANS))
+    ss = parse_spans(bundle.typed(SPANS))
     kids: dict[tuple[str, str], list[Span]] = defaultdict(list)
     for s in ss.spans:
         if s.parent_span_id:

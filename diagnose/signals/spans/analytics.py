@@ -1,7 +1,7 @@
 """Span analytics: request latency distribution, QPS, concurrency, stage breakdown (pure).
 
-Input is the SPANS stream's records (diagnose/bundle/streams.py SpanRecord; written by the in-process agent, the
-OTLP receiver or the importer). A *request* is a root span: no parent, or a parent that is not in
+Input is the SPANS stream's records (diagnose/bundle/records/spans.py SpanRecord; written by the in-process agent,
+the OTLP receiver or the importer). A *request* is a root span: no parent, or a parent that is not in
 the capture (its caller lives in another process). Latency percentiles use numpy's linear
 interpolation. Stage shares are the time each stage (catalogs/stages.py) was open inside the
 requests, over the requests' total time: ``sum_requests(stage time) / sum_requests(latency)``.
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from diagnose.bundle.records.spans import SpanRecord
 from diagnose.catalogs.stages import STAGE_CATALOG, STAGES
 from diagnose.signals.spans.lifetime import RULE, lifetime_mask
 from diagnose.traces.intervals import merge
@@ -24,28 +25,10 @@ from diagnose.traces.intervals import merge
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle
 
-MAX_SPAN_NS = 24 * 3600 * 10**9  # longer spans are clock or instrumentation errors
-MAX_TIME_NS = 2**63 - 1  # Unix ns fit int64; a larger time is not a clock reading
 PERCENTILES = (50, 90, 95, 99, 99.9)
 MAX_GROUPS = 10
-
-
-@dataclass(frozen=True)
-class Span:
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: str
-    start_ns: int
-    end_ns: int
-    status: str
-    attributes: dict[str, Any]
-    events: tuple[dict[str, Any], ...]
-
-    @property
-    def dur_ns(self) -> int:
-        return self.end_ns - self.start_ns
+# A span of the analysis: a SPANS record the reader found complete (``reject`` None).
+Span = SpanRecord
 
 
 @dataclass(frozen=True)
@@ -72,36 +55,18 @@ def parsed_sample(bundle: Bundle) -> SpanSet:
     return bundle.derived("spans.parsed_sample", lambda: parse_spans(sample_of(bundle)[0]))
 
 
-def parse_spans(records: Iterable[dict[str, Any]]) -> SpanSet:
-    """Typed spans; spans without an end, ending before they start or longer than 24 h are
-    counted in ``invalid`` and left out. Root spans are the ``requests``, except server-lifetime
-    ones (``lifetime``, by lifetime.RULE)."""
+def parse_spans(records: Iterable[SpanRecord]) -> SpanSet:
+    """The spans of the SPANS records (``Bundle.typed(SPANS)``); those the reader rejected (no end,
+    ending before they start, longer than 24 h: records/spans.py REJECTS) are counted by reason in
+    ``invalid`` and left out. Root spans are the ``requests``, except server-lifetime ones
+    (``lifetime``, by lifetime.RULE)."""
     out: list[Span] = []
     invalid: defaultdict[str, int] = defaultdict(int)
     for r in records:
-        start, end = r.get("start_ns"), r.get("end_ns")
-        if type(start) is not int or type(end) is not int:
-            invalid["no_end_time" if end is None else "bad_time"] += 1
-            continue
-        if not (0 < start <= MAX_TIME_NS and 0 < end <= MAX_TIME_NS):
-            invalid["time_out_of_range"] += 1
-            continue
-        ids = (r.get("trace_id"), r.get("span_id"), r.get("parent_span_id"))
-        if not all(isinstance(x, str) for x in ids[:2]) or not isinstance(ids[2], (str, type(None))):
-            invalid["bad_id"] += 1
-            continue
-        if end < start:
-            invalid["end_before_start"] += 1
-            continue
-        if end - start > MAX_SPAN_NS:
-            invalid["longer_than_24h"] += 1
-            continue
-        raw_attrs = r.get("attributes")
-        attrs = raw_attrs if isinstance(raw_attrs, dict) else {}
-        events = tuple(e for e in r.get("events") or () if isinstance(e, dict))
-        out.append(Span(str(ids[0]), str(ids[1]), ids[2] or None,
-                        str(r.get("name", "?")), str(r.get("kind") or "internal"), start, end,
-                        str(r.get("status") or "unset"), attrs, events))
+        if r.reject is None:
+            out.append(r)
+        else:
+            invalid[r.reject] += 1
     ss = SpanSet(out, dict(invalid))
     roots = _requests(out)
     long = lifetime_mask(np.array([r.span.start_ns for r in roots], np.int64),

@@ -37,9 +37,8 @@ def ttft_ns(span: Span) -> int | None:
         return int(v * 1e9)
     rx = re.compile(FIRST_TOKEN_EVENT)
     for ev in span.events:
-        t = ev.get("t_ns")
-        if type(t) is int and rx.search(str(ev.get("name", ""))) and t >= span.start_ns:
-            return t - span.start_ns
+        if ev.t_ns is not None and rx.search(ev.name) and ev.t_ns >= span.start_ns:
+            return ev.t_ns - span.start_ns
     return None
 
 

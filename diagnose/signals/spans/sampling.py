@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagnose.agent.inproc.spanbudget import MIN_KEEP_FRACTION, hex_kept
 from diagnose.bundle.records.manifest import CollectorCounts, ManifestInfo, manifest_info
+from diagnose.bundle.records.spans import SpanRecord
 from diagnose.bundle.streams import SPANS
 from diagnose.results.quality import SpansSampling
 
@@ -114,29 +115,28 @@ def sampling_of(info: ManifestInfo) -> SpanSampling | None:
                         c.spans_cpu_pct, c.spans_cpu_budget_pct)
 
 
-def sample_of(bundle: Bundle) -> tuple[list[dict[str, Any]], int, SpanSampling | None]:
+def sample_of(bundle: Bundle) -> tuple[list[SpanRecord], int, SpanSampling | None]:
     """The bundle's span records in the final sample, how many of the agent's were left out, and the
     sampling (None: every span kept); once per bundle."""
-    def build() -> tuple[list[dict[str, Any]], int, SpanSampling | None]:
+    def build() -> tuple[list[SpanRecord], int, SpanSampling | None]:
         sampling = sampling_of(bundle.info)
-        records, left = in_sample(bundle.stream(SPANS), sampling)
+        records, left = in_sample(bundle.typed(SPANS), sampling)
         return records, left, sampling
     return bundle.derived("spans.in_sample", build)
 
 
-def in_sample(records: Iterable[dict[str, Any]], sampling: SpanSampling | None) -> tuple[list[dict[str, Any]], int]:
+def in_sample(records: Iterable[SpanRecord], sampling: SpanSampling | None) -> tuple[list[SpanRecord], int]:
     """The records of the final sample: every record of other producers, the agent's only for the
     traces the final fraction keeps. Returns (records, how many of the agent's were left out). A
-    record whose trace id is not hex is kept as it is: the parser judges it."""
-    kept: list[dict[str, Any]] = []
+    record whose trace id is not hex (or absent) is kept as it is: the parser judges it."""
+    kept: list[SpanRecord] = []
     if sampling is None:
         return list(records), 0
     left = 0
     for r in records:
-        tid = r.get("trace_id")
-        if r.get("source") == PRODUCER and isinstance(tid, str):
+        if r.source == PRODUCER:
             try:
-                keep = hex_kept(tid, sampling.fraction)
+                keep = hex_kept(r.trace_id, sampling.fraction)
             except ValueError:  # not hex: left to the parser
                 keep = True
             if not keep:

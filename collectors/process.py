@@ -174,16 +174,17 @@ class ProcessCollector(ThreadedCollector):
                 pass
             rec["threads"] = self._threads(p)
         if self._tick_no % CONN_EVERY == 0:
-            try:
-                conns = p.net_connections(kind="tcp")
-            except psutil.AccessDenied:
-                conns = None
-            if conns is not None:
-                rec["connections"] = len(conns)
-                rec["tcp"] = accepted_connections(conns)
+            rec.update(self._read_tcp(p))
         if self._children:
             rec["children"] = self._read_children(p)
         return rec
+
+    def _read_tcp(self, p: psutil.Process) -> dict[str, Any]:
+        try:
+            conns = p.net_connections(kind="tcp")
+        except psutil.AccessDenied:
+            return {}
+        return {"connections": len(conns), "tcp": accepted_connections(conns)}
 
     def _threads(self, p: psutil.Process) -> list[list[Any]]:
         rows = []

@@ -45,7 +45,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ROOT / "tests" / "workloads" / "mixed_threads.py"
 PARTS: dict[str, float] = defaultdict(float)  # part -> thread CPU s (time.thread_time)
-TICK = 0.25
+ENDED: dict[str, float] = defaultdict(float)  # collector thread name -> its CPU s when its loop ended
+TICK = 1.0
 
 
 def _timed(cls: type, attr: str, key: str) -> None:
@@ -65,7 +66,23 @@ def _timed(cls: type, attr: str, key: str) -> None:
     setattr(cls, attr, wrapper)
 
 
+def _until_end(cls: type, attr: str) -> None:
+    """Record the thread CPU of ``cls.attr`` (a collector's thread loop) when it returns: a thread
+    that has ended can no longer be read from /proc."""
+    orig = cls.__dict__[attr]
+
+    def wrapper(self: Any) -> None:
+        try:
+            orig(self)
+        finally:
+            ENDED[threading.current_thread().name] += time.thread_time()
+
+    setattr(cls, attr, wrapper)
+
+
 def instrument() -> None:
+    from diagnose.bundle.writer import JsonlStream
+    from diagnose.collectors.base import ThreadedCollector
     from diagnose.collectors.process import ProcessCollector
     from diagnose.collectors.pyspy import PySpyCollector
 
@@ -73,6 +90,9 @@ def instrument() -> None:
         _timed(ProcessCollector, attr, f"process.{attr}")
     for attr in ("_scan_window", "_record_window"):
         _timed(PySpyCollector, attr, f"pyspy.{attr}")
+    _timed(JsonlStream, "write", "bundle.JsonlStream.write (all streams)")
+    _until_end(ThreadedCollector, "_loop")
+    _until_end(PySpyCollector, "_loop")
 
 
 def _task_cpu() -> dict[int, float]:
@@ -114,10 +134,10 @@ class Monitor(threading.Thread):
         out: dict[str, float] = defaultdict(float)
         for tid, cpu in self.last.items():
             name = self.names.get(tid, "other")
-            if name == "bench-monitor":
-                continue
+            if name in ENDED:
+                continue  # counted exactly when its loop ended
             out[name.split(" ")[0]] += cpu - self.base.get(tid, 0.0)
-        return dict(out)
+        return out | dict(ENDED)
 
 
 def _children_s() -> float:
@@ -191,12 +211,16 @@ def one_round(target: str, seconds: float, out_dir: Path) -> dict[str, Any]:
     pct = {f"thread {k}": 100 * v / wall for k, v in snap["threads"].items() if v > 0}
     pct["children (py-spy windows + probe)"] = 100 * snap["children_s"] / wall
     pct |= {f"  part {k}": 100 * v / wall for k, v in snap["parts"].items()}
-    collectors = sum(v for k, v in snap["threads"].items() if k.startswith("diagnose-"))
+    threads = {k: v for k, v in snap["threads"].items() if k != "bench-monitor"}
+    collectors = sum(v for k, v in threads.items() if k.startswith("diagnose-"))
     pct["TOTAL collector threads + children"] = 100 * (collectors + snap["children_s"]) / wall
-    pct["TOTAL process + children"] = 100 * (sum(snap["threads"].values()) + snap["children_s"]) / wall
+    pct["TOTAL process + children"] = 100 * (sum(threads.values()) + snap["children_s"]) / wall
     cost = manifest.get("cost") or {}
+    cost_wall = max(cost.get("wall_s", wall), 1e-9)
     pct["manifest cost (diagnose_cpu_s + children_cpu_s)"] = 100 * (
-        cost.get("diagnose_cpu_s", 0) + cost.get("children_cpu_s", 0)) / max(cost.get("wall_s", wall), 1e-9)
+        cost.get("diagnose_cpu_s", 0) + cost.get("children_cpu_s", 0)) / cost_wall
+    pct["manifest cost less this benchmark's monitor thread"] = pct["manifest cost (diagnose_cpu_s + children_cpu_s)"] \
+        - 100 * snap["threads"].get("bench-monitor", 0.0) / cost_wall
     v, dq = findings["verdict"], findings.get("data_quality") or {}
     return {"target": target, "threads": nthreads, "wall_s": round(wall, 2), "pct": pct,
             "host": {"loadavg1_start": load0, "loadavg1_end": load1, "busy_pct": host_busy,

@@ -18,6 +18,7 @@ It also times py-spy's restart: the CPU of one ``py-spy record`` of 1 s against 
 40-thread target (fixed cost per window = what a window costs beyond its seconds of sampling).
 
     python benchmarks/own_cpu.py --seconds 20 --rounds 3 [--targets threads40 demo] [--json out.json]
+    python benchmarks/own_cpu.py --compare before.json after.json   # two runs (two checkouts) side by side
 
 Prints the host's load (loadavg and busy share of its CPUs) beside each round. Needs py-spy; the
 demo target needs the demo extra (torch, aiohttp).
@@ -286,6 +287,28 @@ def report(rounds: list[dict[str, Any]]) -> None:
                   f"{dq.get('gap_between_windows_ms_max')} ms; {r['bundle']}")
 
 
+def compare(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Two ``--json`` files side by side: each part's median, and per target whether the analysis
+    said the same (quadrant/layer of every round) and what its sampling became."""
+    for target in dict.fromkeys(r["target"] for r in before["rounds"]):
+        b = [r for r in before["rounds"] if r["target"] == target]
+        a = [r for r in after["rounds"] if r["target"] == target]
+        if not a:
+            continue
+        print(f"\n== {target}: % of one core, median before -> after ({len(b)} / {len(a)} rounds)")
+        for k in sorted({k for r in b + a for k in r["pct"]}, key=lambda k: (k.startswith(("TOTAL", "manifest")), k)):
+            med = [statistics.median([r["pct"].get(k, 0.0) for r in rs]) for rs in (b, a)]
+            print(f"  {k:58s} {med[0]:6.2f} -> {med[1]:6.2f}")
+        for name, rs in (("before", b), ("after", a)):
+            verdicts = sorted({f"{r['verdict']['quadrant']}/{r['verdict']['layer']}" for r in rs})
+            conf = [r["verdict"]["confidence"] for r in rs]
+            hz = [(r["pyspy"] or {}).get("achieved_hz_per_thread") for r in rs]
+            gaps = [(r["pyspy"] or {}).get("gap_between_windows_ms_max") for r in rs]
+            proc = [(r["process"] or {}).get("gaps_statement") for r in rs]
+            print(f"  {name:6s} verdicts {verdicts}, confidence {conf}, py-spy Hz per thread {hz}, window gap max ms "
+                  f"{gaps}, process gaps {proc}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0)
@@ -295,7 +318,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write every round's figures here")
     ap.add_argument("--no-restart", action="store_true", help="skip the py-spy restart measurement")
     ap.add_argument("--one-round", choices=list(TARGETS), help=argparse.SUPPRESS)
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE_JSON", "AFTER_JSON"),
+                    help="print two --json runs side by side (nothing is captured)")
     args = ap.parse_args()
+    if args.compare:
+        compare(*(json.loads(p.read_text()) for p in args.compare))
+        return
     os.umask(0o077)
     out = args.out or Path(tempfile.mkdtemp(prefix="dg-owncpu-"))
     if args.one_round:

@@ -94,6 +94,17 @@ def instrument() -> None:
     _timed(JsonlStream, "write", "bundle.JsonlStream.write (all streams)")
     _until_end(ThreadedCollector, "_loop")
     _until_end(PySpyCollector, "_loop")
+    import diagnose.pipeline as pipeline
+
+    imports = pipeline._import_analysis
+
+    def timed_imports() -> None:  # a short thread: often over before the monitor's first look
+        try:
+            imports()
+        finally:
+            ENDED["analysis-imports"] += time.thread_time()
+
+    pipeline._import_analysis = timed_imports
 
 
 def _task_cpu() -> dict[int, float]:

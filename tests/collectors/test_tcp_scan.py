@@ -131,3 +131,27 @@ def test_the_scanner_reads_the_tables_again_when_the_sockets_change(server):
     clients.pop().close()
     states = [scanner.read()["tcp"]["accepted"] for _ in range(FULL_EVERY)]  # type: ignore[index]
     assert states[-1] == 2 and set(states) <= {2, 3}
+
+
+def test_a_target_in_its_own_network_namespace_is_read_in_it():
+    """A container's service: its sockets are in its namespace's tables, not in diagnose's (psutil
+    reads /proc/net/tcp, diagnose's own namespace, and finds none of them)."""
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("unshare -n is not allowed here (needs root or user namespaces)")
+    # loopback is down in a fresh namespace: bring it up, then serve and connect inside it
+    script = ("import socket, sys; srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(4); "
+              "c = socket.create_connection(srv.getsockname()); a = srv.accept(); "
+              "print(srv.getsockname()[1], flush=True); sys.stdin.read()")
+    shell = f"ip link set lo up 2>/dev/null || true; exec {sys.executable} -c \"{script}\""
+    p = subprocess.Popen(["unshare", "-n", "sh", "-c", shell], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)  # unshare and sh exec: the server is p.pid
+    try:
+        assert p.stdout is not None
+        line = p.stdout.readline().strip()
+        if not line.isdigit():
+            pytest.skip("no loopback in the new namespace")
+        assert accepted_connections(tcp_sockets(p.pid)) == {"listening_ports": [int(line)], "accepted": 1}
+        assert psutil.Process(p.pid).net_connections(kind="tcp") == []  # what psutil saw from here
+    finally:
+        p.kill()
+        p.wait()

@@ -2,17 +2,18 @@
 
 Stream PROCESS (diagnose/bundle/records/process.py ProcessReading), one record per tick with *cumulative*
 counters (CPU seconds, context switches, IO bytes) so analysis can difference them over any window:
-``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s`` (psutil ``cpu_times``), ``rss_bytes``,
-``num_threads``, ``ctx_vol``/``ctx_invol``, ``io_read_bytes``/``io_write_bytes`` (psutil
-``io_counters``, /proc/<pid>/io), ``threads``: ``[tid, user_s, system_s, state, wchan, run_ns,
-wait_ns, slices]`` per OS thread (state and kernel wait channel from /proc/<pid>/task/<tid>/stat and
-``wchan``; cumulative ns on a CPU, ns runnable but waiting for a CPU, and timeslices from
-``schedstat``; the last three are null where the kernel has no schedstat; collectors/task_files.py),
-``sys_cpu_s`` (psutil ``cpu_times``: user, system, idle, iowait, steal... cumulative s) and ``ncpu``;
-every ``CONN_EVERY`` ticks: the host's ``loadavg`` and ``disk``/``net`` cumulative bytes, ``connections``
-(the target's TCP sockets) and ``tcp`` ({listening_ports, accepted}: connections accepted on the target's
-listening sockets; collectors/tcp_scan.py, in the target's network namespace); ``children`` (with
-``--subprocesses``). Thread names go once per new tid into THREADS.
+``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s``, ``rss_bytes``, ``num_threads`` (/proc/<pid>/stat),
+``io_read_bytes``/``io_write_bytes`` (/proc/<pid>/io; collectors/task_files.py ProcessFiles),
+``threads``: ``[tid, user_s, system_s, state, wchan, run_ns, wait_ns, slices]`` per OS thread (state
+and kernel wait channel from /proc/<pid>/task/<tid>/stat and ``wchan``; cumulative ns on a CPU, ns
+runnable but waiting for a CPU, and timeslices from ``schedstat``; the last three are null where the
+kernel has no schedstat; collectors/task_files.py TaskFiles), ``sys_cpu_s`` (psutil ``cpu_times``:
+user, system, idle, iowait, steal... cumulative s) and ``ncpu``; every ``CONN_EVERY`` ticks:
+``ctx_vol``/``ctx_invol`` (/proc/<pid>/status), the host's ``loadavg`` and ``disk``/``net``
+cumulative bytes, ``connections`` (the target's TCP sockets) and ``tcp`` ({listening_ports,
+accepted}: connections accepted on the target's listening sockets; collectors/tcp_scan.py, in the
+target's network namespace); ``children`` (with ``--subprocesses``). Thread names go once per new
+tid into THREADS.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import psutil
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
-from diagnose.collectors.task_files import TaskFiles, read_path
+from diagnose.collectors.task_files import ProcessFiles, TaskFiles, read_path
 from diagnose.collectors.tcp_scan import TcpScanner
 from diagnose.model import Target
 
@@ -59,6 +60,7 @@ class ProcessCollector(ThreadedCollector):
         self._proc = psutil.Process(target.pid)
         self._tcp = TcpScanner(target.pid)
         self._tasks = TaskFiles(target.pid)
+        self._files = ProcessFiles(target.pid)
         self._ncpu = psutil.cpu_count()
         self._children = options.subprocesses
         self._out = bundle.stream(PROCESS.name)
@@ -101,26 +103,10 @@ class ProcessCollector(ThreadedCollector):
 
     def _read_process(self) -> dict[str, Any]:
         p = self._proc
-        with p.oneshot():
-            t_ns = time.time_ns()
-            cpu = p.cpu_times()
-            ctx = p.num_ctx_switches()
-            rec: dict[str, Any] = {
-                "t_ns": t_ns,
-                "cpu_user_s": cpu.user,
-                "cpu_system_s": cpu.system,
-                "rss_bytes": p.memory_info().rss,
-                "num_threads": p.num_threads(),
-                "ctx_vol": ctx.voluntary,
-                "ctx_invol": ctx.involuntary,
-            }
-            try:
-                io = p.io_counters()
-                rec["io_read_bytes"], rec["io_write_bytes"] = io.read_bytes, io.write_bytes
-            except (psutil.AccessDenied, AttributeError):
-                pass
-            rec["threads"] = self._threads(p)
+        rec: dict[str, Any] = {"t_ns": time.time_ns(), **self._files.reading()}
+        rec["threads"] = self._threads(p)
         if self._tick_no % CONN_EVERY == 0:
+            rec.update(self._files.context_switches())
             rec.update(self._read_tcp(p))
         if self._children:
             rec["children"] = self._read_children(p)
@@ -144,6 +130,7 @@ class ProcessCollector(ThreadedCollector):
 
     def _teardown(self) -> None:
         self._tasks.close()
+        self._files.close()
 
     def _read_children(self, p: psutil.Process) -> list[dict[str, Any]]:
         out = []

@@ -1,5 +1,5 @@
-"""The target's threads read from /proc/<pid>/task/<tid>/{stat,wchan,schedstat}, on descriptors kept
-open between readings.
+"""The target's threads read from /proc/<pid>/task/<tid>/{stat,wchan,schedstat}, and the target
+itself from /proc/<pid>/{stat,io} (``ProcessFiles``), on descriptors kept open between readings.
 
 Opening a /proc file costs about as much as reading it (the path walk through /proc and the task
 lookup); a /proc/<pid>/task/<tid> file read again from offset 0 (pread) is generated afresh. A
@@ -139,4 +139,69 @@ class TaskFiles:
             self._drop(tid)
 
 
-__all__ = ["CLK_TCK", "TaskFiles", "read_path"]
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")  # stat's rss is in pages
+
+
+def _fields_after_comm(stat: bytes) -> list[bytes]:
+    return stat.rpartition(b")")[2].split()
+
+
+class ProcessFiles:
+    """The target's own /proc/<pid>/stat and io on kept descriptors: one pread each a reading
+    (psutil's cpu_times, memory_info, num_threads and io_counters open stat, statm, status and io
+    every time). The context switches (status: the kernel formats ~55 lines for them, and no
+    analysis reads them) are read on their own, less often. ``close()`` at the end."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._fds: dict[str, int] = {}
+
+    def _read(self, name: str) -> bytes:
+        """Raises PermissionError (not ours to read) or psutil.NoSuchProcess (gone; a descriptor
+        kept open reads ESRCH once the process ended, even if its pid is reused)."""
+        try:
+            fd = self._fds.get(name)
+            if fd is None:
+                fd = self._fds[name] = os.open(f"/proc/{self.pid}/{name}", _FLAGS)
+            return os.pread(fd, 4096, 0)
+        except PermissionError:
+            raise
+        except OSError:  # ENOENT at open, ESRCH on a kept descriptor: the process ended
+            raise psutil.NoSuchProcess(self.pid) from None
+
+    def reading(self) -> dict[str, Any]:
+        """``cpu_user_s``, ``cpu_system_s`` (stat utime, stime), ``num_threads``, ``rss_bytes``
+        (stat rss x page size, as psutil's memory_info), ``io_read_bytes``/``io_write_bytes``
+        (io: storage bytes; left out where the io file may not be read). Raises
+        psutil.NoSuchProcess when the process is gone, psutil.AccessDenied when its stat may not be read."""
+        try:
+            f = _fields_after_comm(self._read("stat"))
+            rec: dict[str, Any] = {"cpu_user_s": int(f[11]) / CLK_TCK, "cpu_system_s": int(f[12]) / CLK_TCK,
+                                   "rss_bytes": int(f[21]) * PAGE_BYTES, "num_threads": int(f[17])}
+        except PermissionError:
+            raise psutil.AccessDenied(self.pid) from None
+        except (IndexError, ValueError):
+            raise psutil.NoSuchProcess(self.pid) from None  # not a process stat: not the target any more
+        try:
+            io = dict(line.split(b":", 1) for line in self._read("io").splitlines() if b":" in line)
+            rec["io_read_bytes"], rec["io_write_bytes"] = int(io[b"read_bytes"]), int(io[b"write_bytes"])
+        except (PermissionError, KeyError, ValueError):
+            pass
+        return rec
+
+    def context_switches(self) -> dict[str, int]:
+        """``ctx_vol``/``ctx_invol`` from status (empty where it does not say)."""
+        text = read_path(f"/proc/{self.pid}/status") or ""
+        got = dict(line.split(":", 1) for line in text.splitlines() if line.endswith(tuple("0123456789")))
+        try:
+            return {"ctx_vol": int(got["voluntary_ctxt_switches"]), "ctx_invol": int(got["nonvoluntary_ctxt_switches"])}
+        except (KeyError, ValueError):
+            return {}
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+__all__ = ["CLK_TCK", "PAGE_BYTES", "ProcessFiles", "TaskFiles", "read_path"]

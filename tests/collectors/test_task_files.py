@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from diagnose.collectors.task_files import TaskFiles
+from diagnose.collectors.task_files import ProcessFiles, TaskFiles
 
 # One busy thread and 5 sleeping ones, which all end when a line comes on stdin; the main thread
 # then waits for EOF.
@@ -19,8 +19,7 @@ stop = threading.Event()
 def busy():
     while not stop.is_set():
         sum(range(10000))
-threading.Thread(target=busy, daemon=True).start()
-sleepers = [threading.Thread(target=stop.wait) for _ in range(5)]
+sleepers = [threading.Thread(target=busy)] + [threading.Thread(target=stop.wait) for _ in range(5)]
 for t in sleepers: t.start()
 print("READY", flush=True)
 sys.stdin.readline()
@@ -64,7 +63,9 @@ def test_kept_descriptors_read_fresh_values_and_follow_the_threads(target):
     target.stdin.write("\n")
     target.stdin.flush()
     assert target.stdout.readline().strip() == "ENDED"
-    left = tasks.task_ids()
+    deadline = time.monotonic() + 30  # a joined thread's OS task ends a moment after its join returns
+    while len(left := tasks.task_ids()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(left) == 1 and len(tasks.rows(left)) == 1 and tasks.kept() <= 3  # the ended threads' closed
     tasks.close()
     assert tasks.kept() == 0
@@ -79,3 +80,23 @@ def test_a_thread_read_after_it_ended_is_left_out(target):
     assert tasks.rows(tids) == [] and tasks.kept() == 0
     with pytest.raises(psutil.NoSuchProcess):
         tasks.task_ids()
+
+
+def test_the_process_reading_says_what_psutil_says(target):
+    files = ProcessFiles(target.pid)
+    p = psutil.Process(target.pid)
+    first = files.reading()
+    ref = p.as_dict(["cpu_times", "num_threads", "memory_info", "io_counters", "num_ctx_switches"])
+    again = files.reading()  # the same descriptors, read afresh: the busy thread's CPU grows
+    assert first["num_threads"] == ref["num_threads"] == 7
+    assert first["rss_bytes"] == pytest.approx(ref["memory_info"].rss, rel=0.05)
+    assert first["cpu_user_s"] <= ref["cpu_times"].user <= again["cpu_user_s"] + 0.02
+    assert (first["io_read_bytes"], first["io_write_bytes"]) == (ref["io_counters"].read_bytes,
+                                                                 ref["io_counters"].write_bytes)
+    ctx = files.context_switches()
+    assert ctx["ctx_vol"] >= ref["num_ctx_switches"].voluntary and ctx["ctx_invol"] >= 0
+    target.kill()
+    target.wait()
+    with pytest.raises(psutil.NoSuchProcess):
+        files.reading()
+    files.close()

@@ -75,7 +75,7 @@ class TaskFiles:
         still there (stat fields 3, 14, 15: state, utime, stime in CLK_TCK ticks; wchan; schedstat;
         None where the kernel has none); forgets the others. The command name in stat may hold
         spaces and parentheses (the target chose it): the fields are counted after its last ``)``."""
-        for gone in set(self._fds) - set(tids):
+        for gone in (set(self._fds) | set(self._last)) - set(tids):
             self._drop(gone)
         out = []
         for tid in tids:

@@ -9,14 +9,14 @@ per thread per round of py-spy's own CPU (40 threads: ~1.8-2 ms a round, its res
 ~PROC_TICK_MS plus ~PROC_THREAD_MS per thread per reading (40 threads: 1.2 ms, 5 threads: 0.8 ms).
 The first rates of both are planned from the target's thread count (the /proc readings first,
 since the thread account needs them less often than py-spy's stacks); then every PERIOD_S the
-budget reads what was used (the CPU of the collector threads of this process, psutil of the py-spy
-children as the collector follows them) and lowers the py-spy rate (taken at its next window) and
-the process collector's rate when over, or raises them back toward what was asked when under
-RAISE_BELOW of the budget, py-spy's only as far as its measured cost per Hz keeps the collectors
-under RAISE_TO of it: the rest of diagnose's CPU during a capture (its capture loop, the analysis
-imported meanwhile so the verdict comes sooner: ~1-2% of a core) is not metered here but is in the
-manifest's ``cost``. Every change is recorded with its reason, for the manifest (``budget``) and
-the report's cost line.
+budget reads what was used (the CPU of the collector threads of this process, and of the py-spy
+windows as the collector counts it: getrusage of the ended ones, psutil of the running one) and
+lowers the py-spy rate (taken at its next window) and the process collector's rate when over, or
+raises them back toward what was asked when under RAISE_BELOW of the budget, py-spy's only as far
+as its measured cost per Hz keeps the collectors under RAISE_TO of it: the rest of diagnose's CPU
+during a capture (its capture loop, the analysis imported meanwhile so the verdict comes sooner:
+~1-2% of a core) is not metered here but is in the manifest's ``cost``. Every change is recorded
+with its reason, for the manifest (``budget``) and the report's cost line.
 """
 from __future__ import annotations
 

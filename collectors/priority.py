@@ -9,7 +9,9 @@ on a thread that never ran).
 ``lower_this_thread()`` sets the calling thread's nice value (Linux keeps one per thread); a child
 process started from that thread afterwards (py-spy) inherits it, as fork(2) copies the calling
 thread's nice value, and so does a thread it starts (the OTLP receiver's request handlers).
-``lower_process`` lowers a child started elsewhere (the OTLP decoder). Only the collectors are
+``lower_process`` lowers a child started elsewhere (the OTLP decoder). On a saturated host the OTLP
+receiver then answers the target's exporter late, as py-spy leaves gaps: an exporter that times out
+drops its batch (the target's side, not counted by the receiver). Only the collectors are
 lowered: the capture loop, the analysis and the live view keep their priority, so the verdict is not
 delayed; so does the probe's one ``py-spy dump`` before the capture (at nice 19 on a saturated host
 its symbol loading could outlast the probe's timeout, and py-spy would be given up). When the

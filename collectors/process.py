@@ -2,16 +2,18 @@
 
 Stream PROCESS (diagnose/bundle/records/process.py ProcessReading), one record per tick with *cumulative*
 counters (CPU seconds, context switches, IO bytes) so analysis can difference them over any window:
-``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s`` (psutil ``cpu_times``), ``rss_bytes``,
-``num_threads``, ``ctx_vol``/``ctx_invol``, ``io_read_bytes``/``io_write_bytes`` (psutil
-``io_counters``, /proc/<pid>/io), ``threads``: ``[tid, user_s, system_s, state, wchan, run_ns,
-wait_ns, slices]`` per OS thread (state and kernel wait channel from /proc/<pid>/task/<tid>/stat and
-``wchan``; cumulative ns on a CPU, ns runnable but waiting for a CPU, and timeslices from
-``schedstat``; the last three are null where the kernel has no schedstat),
-``sys_cpu_s`` (psutil ``cpu_times``: user, system, idle, iowait, steal... cumulative s),
-``loadavg``, ``disk``/``net`` cumulative bytes, ``connections`` and ``tcp`` ({listening_ports, accepted}:
-connections accepted on the target's listening sockets), every ``CONN_EVERY`` ticks,
-``children`` (with ``--subprocesses``). Thread names go once per new tid into THREADS.
+``t_ns`` (Unix ns), ``cpu_user_s``/``cpu_system_s``, ``rss_bytes``, ``num_threads`` (/proc/<pid>/stat),
+``io_read_bytes``/``io_write_bytes`` (/proc/<pid>/io; collectors/task_files.py ProcessFiles),
+``threads``: ``[tid, user_s, system_s, state, wchan, run_ns, wait_ns, slices]`` per OS thread (state
+and kernel wait channel from /proc/<pid>/task/<tid>/stat and ``wchan``; cumulative ns on a CPU, ns
+runnable but waiting for a CPU, and timeslices from ``schedstat``; the last three are null where the
+kernel has no schedstat; collectors/task_files.py TaskFiles), ``sys_cpu_s`` (psutil ``cpu_times``:
+user, system, idle, iowait, steal... cumulative s) and ``ncpu``; every ``CONN_EVERY`` ticks:
+``ctx_vol``/``ctx_invol`` (/proc/<pid>/status), the host's ``loadavg`` and ``disk``/``net``
+cumulative bytes, ``connections`` (the target's TCP sockets) and ``tcp`` ({listening_ports,
+accepted}: connections accepted on the target's listening sockets; collectors/tcp_scan.py, in the
+target's network namespace); ``children`` (with ``--subprocesses``). Thread names go once per new
+tid into THREADS.
 """
 from __future__ import annotations
 
@@ -24,70 +26,13 @@ import psutil
 from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import PROCESS, THREADS
 from diagnose.collectors.base import CaptureOptions, Probe, ThreadedCollector
+from diagnose.collectors.task_files import ProcessFiles, TaskFiles, read_path
+from diagnose.collectors.tcp_scan import TcpScanner
 from diagnose.model import Target
 
 GAP_PERIODS = 3.0  # a reading missing this many intervals is a gap (as diagnose/signals/process_gaps.py)
 
-CONN_EVERY = 10  # net_connections walks every fd; keep it at ~1 Hz
-
-
-def _read(path: str) -> str | None:
-    """A small /proc file's text (bytes read with one os.read: a text-mode open costs ~5x more,
-    which at 10 Hz on a 40-thread target was most of the collector's CPU)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/task/<tid>/stat utime and stime are in these ticks
-
-
-def accepted_connections(conns: list[Any]) -> dict[str, Any]:
-    """Connections the target accepted on its own listening TCP sockets (psutil joins
-    /proc/<pid>/net/tcp{,6} with the process's socket fds): an outside view of in-flight requests.
-    An idle keep-alive connection counts too: this is an upper bound, cross-checked with spans."""
-    listening = {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
-    accepted = sum(1 for c in conns if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.raddr
-                   and c.laddr.port in listening)
-    return {"listening_ports": sorted(listening)[:16], "accepted": accepted}
-
-
-def thread_row(pid: int, tid: int) -> list[Any] | None:
-    """``[tid, user_s, system_s, state, wchan, run_ns, wait_ns, slices]`` of one thread from its
-    /proc/<pid>/task/<tid> stat (fields 3, 14, 15: state, utime, stime in CLK_TCK ticks), wchan
-    and schedstat; None when the thread is gone. The command name in stat may hold spaces and
-    parentheses (the target chose it): the fields are counted after its last ``)``."""
-    base = f"/proc/{pid}/task/{tid}/"
-    stat = _read(base + "stat")
-    if stat is None or ")" not in stat:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    try:
-        user_s, sys_s = int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
-    except (IndexError, ValueError):
-        return None
-    wchan = _read(base + "wchan")
-    sched = (_read(base + "schedstat") or "").split()
-    run_wait_slices = [int(v) for v in sched[:3]] if len(sched) >= 3 and all(v.isdigit() for v in sched[:3]) \
-        else [None, None, None]
-    return [tid, user_s, sys_s, fields[0], wchan if wchan not in (None, "", "0") else None, *run_wait_slices]
-
-
-def task_ids(pid: int) -> list[int]:
-    """The target's thread ids (/proc/<pid>/task). Raises psutil.NoSuchProcess when it is gone."""
-    try:
-        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
-    except FileNotFoundError:
-        raise psutil.NoSuchProcess(pid) from None
-    except OSError:
-        return []
+CONN_EVERY = 10  # the TCP scan and the host's disk/net/load readings (unused by the analysis): ~1 Hz
 
 
 class ProcessCollector(ThreadedCollector):
@@ -113,6 +58,10 @@ class ProcessCollector(ThreadedCollector):
     def _setup(self, target: Target, options: CaptureOptions, bundle: BundleWriter) -> None:
         self.period_s = 1.0 / max(0.5, options.process_hz)
         self._proc = psutil.Process(target.pid)
+        self._tcp = TcpScanner(target.pid)
+        self._tasks = TaskFiles(target.pid)
+        self._files = ProcessFiles(target.pid)
+        self._ncpu = psutil.cpu_count()
         self._children = options.subprocesses
         self._out = bundle.stream(PROCESS.name)
         self._names = bundle.stream(THREADS.name)
@@ -144,7 +93,7 @@ class ProcessCollector(ThreadedCollector):
         except psutil.NoSuchProcess:
             self._partial_reason = "target exited during the capture"
             return False
-        rec.update(self._read_system())
+        rec.update(self._read_system(self._tick_no % CONN_EVERY == 0))
         rec["period_s"] = self.period_s  # the interval it was read at (the budget may change it)
         self._note_gap(rec["t_ns"])
         self._out.write(rec)
@@ -154,49 +103,34 @@ class ProcessCollector(ThreadedCollector):
 
     def _read_process(self) -> dict[str, Any]:
         p = self._proc
-        with p.oneshot():
-            t_ns = time.time_ns()
-            cpu = p.cpu_times()
-            ctx = p.num_ctx_switches()
-            rec: dict[str, Any] = {
-                "t_ns": t_ns,
-                "cpu_user_s": cpu.user,
-                "cpu_system_s": cpu.system,
-                "rss_bytes": p.memory_info().rss,
-                "num_threads": p.num_threads(),
-                "ctx_vol": ctx.voluntary,
-                "ctx_invol": ctx.involuntary,
-            }
-            try:
-                io = p.io_counters()
-                rec["io_read_bytes"], rec["io_write_bytes"] = io.read_bytes, io.write_bytes
-            except (psutil.AccessDenied, AttributeError):
-                pass
-            rec["threads"] = self._threads(p)
+        rec: dict[str, Any] = {"t_ns": time.time_ns(), **self._files.reading()}
+        rec["threads"] = self._threads(p)
         if self._tick_no % CONN_EVERY == 0:
-            try:
-                conns = p.net_connections(kind="tcp")
-            except psutil.AccessDenied:
-                conns = None
-            if conns is not None:
-                rec["connections"] = len(conns)
-                rec["tcp"] = accepted_connections(conns)
+            rec.update(self._files.context_switches())
+            rec.update(self._read_tcp(p))
         if self._children:
             rec["children"] = self._read_children(p)
         return rec
 
+    def _read_tcp(self, p: psutil.Process) -> dict[str, Any]:
+        try:
+            return self._tcp.read()
+        except psutil.AccessDenied:
+            return {}
+
     def _threads(self, p: psutil.Process) -> list[list[Any]]:
-        rows = []
-        for tid in task_ids(p.pid):
-            row = thread_row(p.pid, tid)
-            if row is None:
-                continue  # ended between the listing and the read
-            rows.append(row)
+        rows = self._tasks.rows(self._tasks.task_ids())
+        for row in rows:
+            tid = row[0]
             if tid not in self._named:
                 self._named.add(tid)
-                comm = _read(f"/proc/{p.pid}/task/{tid}/comm")
+                comm = read_path(f"/proc/{p.pid}/task/{tid}/comm")
                 self._names.write({"tid": tid, "comm": comm, "first_seen_ns": time.time_ns()})
         return rows
+
+    def _teardown(self) -> None:
+        self._tasks.close()
+        self._files.close()
 
     def _read_children(self, p: psutil.Process) -> list[dict[str, Any]]:
         out = []
@@ -216,8 +150,12 @@ class ProcessCollector(ThreadedCollector):
                 continue
         return out
 
-    def _read_system(self) -> dict[str, Any]:
-        rec: dict[str, Any] = {"sys_cpu_s": psutil.cpu_times()._asdict(), "ncpu": psutil.cpu_count()}
+    def _read_system(self, all_fields: bool) -> dict[str, Any]:
+        """The host's CPU times every reading (the live view and the exports difference
+        consecutive ones); its load and disk/net bytes with ``all_fields`` only."""
+        rec: dict[str, Any] = {"sys_cpu_s": psutil.cpu_times()._asdict(), "ncpu": self._ncpu}
+        if not all_fields:
+            return rec
         if hasattr(os, "getloadavg"):
             rec["loadavg"] = list(os.getloadavg())
         disk = psutil.disk_io_counters()

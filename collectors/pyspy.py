@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -101,8 +102,8 @@ class PySpyCollector(Collector):
         self._thread: threading.Thread | None = None
         self._child: subprocess.Popen[str] | None = None
         self._rate_hz: int | None = None  # the overhead budget's rate, taken at the next window
-        self._seen: tuple[int | None, float] = (None, 0.0)  # (pid, CPU s) of the window last looked at
-        self._cpu_done = 0.0  # CPU s of the windows before it
+        self._cpu_done = 0.0  # CPU s of the windows ended (getrusage of the reaped children)
+        self._cpu_lock = threading.Lock()
         self._child_lock = threading.Lock()
         self._samples = 0
         self._errors = 0
@@ -160,21 +161,19 @@ class PySpyCollector(Collector):
         self._rate_hz = int(rates.pyspy_hz)
 
     def child_cpu_s(self) -> float:
-        """CPU of every py-spy window so far: the finished ones as last seen (up to one budget
-        period of a window's end is missed), plus the running one's."""
+        """CPU of every py-spy window so far: the ended ones exactly (RUSAGE_CHILDREN across each
+        window's wait), plus the running one's as psutil reads it."""
         import psutil
 
-        child = self._child
-        if child is not None and child.poll() is None:
-            try:
-                t = psutil.Process(child.pid).cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-            else:
-                if self._seen[0] not in (None, child.pid):
-                    self._cpu_done += self._seen[1]
-                self._seen = (child.pid, float(t.user + t.system))
-        return self._cpu_done + self._seen[1]
+        with self._cpu_lock:
+            done, child = self._cpu_done, self._child
+        if child is None or child.returncode is not None:
+            return done
+        try:
+            t = psutil.Process(child.pid).cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return done  # ending: counted in _cpu_done once reaped
+        return done + float(t.user + t.system)
 
     def _command(self, out: Path, window_s: float) -> list[str]:
         o = self._options
@@ -211,6 +210,7 @@ class PySpyCollector(Collector):
         rel = PYSPY_WINDOWS.file(self._windows)
         out = self._bundle.file_path(rel)
         spawn_ns = time.time_ns()
+        reaped0 = _reaped_cpu_s()
         try:
             with self._child_lock:
                 child = self._child = subprocess.Popen(
@@ -223,6 +223,8 @@ class PySpyCollector(Collector):
         except OSError as exc:
             self._failure = f"cannot run py-spy: {exc}"
             return self._failure
+        with self._cpu_lock:  # the window's CPU, exactly, for the overhead budget
+            self._cpu_done += max(0.0, _reaped_cpu_s() - reaped0)
         exit_ns = time.time_ns()
         rc = child.returncode
         m = _COUNTS.search(output or "")
@@ -349,6 +351,12 @@ class PySpyCollector(Collector):
         if self._overran:
             out.append("windows overran (py-spy counts samples, not seconds): " + ", ".join(self._overran[:3]))
         return out
+
+
+def _reaped_cpu_s() -> float:
+    """CPU s of this process' reaped children (a py-spy window's, once it ended)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _asked_s(window_s: float) -> int:

@@ -146,9 +146,9 @@ _CPU: tuple[SignalSpec, ...] = (
          "compute (torch/numpy): the model workers"),
     _cpu("tcp.in_flight_per_model_worker", "x", H, f"{PROC} accepted TCP connections per model-worker thread "
          "({PYSPY}): how many requests each worker has in front of it"),
-    _cpu("tcp.in_flight_mean", "connections", N, f"{PROC} net_connections: mean connections accepted on the "
+    _cpu("tcp.in_flight_mean", "connections", N, f"{PROC} TCP scan: mean connections accepted on the "
          "target's listening TCP sockets (in-flight requests from outside; idle keep-alive ones count)"),
-    _cpu("tcp.in_flight_max", "connections", N, f"{PROC} net_connections: most connections accepted on the "
+    _cpu("tcp.in_flight_max", "connections", N, f"{PROC} TCP scan: most connections accepted on the "
          "target's listening TCP sockets at one reading"),
     _cpu("sys.cpu_util_pct", "%", H, f"{PROC} psutil host cpu_times: host CPU busy (not idle, iowait or steal)"),
     _cpu("sys.iowait_pct", "%", H, f"{PROC} psutil host cpu_times: host iowait share"),

@@ -113,7 +113,7 @@ def tcp_signals(s: ProcessSummary) -> dict[str, Signal]:
     """In-flight requests seen from outside: connections accepted on the target's listening TCP
     sockets (psutil over /proc/<pid>/net/tcp{,6} x the process's fds), ~1 Hz. An idle keep-alive
     connection counts as well, so this bounds in-flight from above."""
-    src = SRC + " net_connections: ESTABLISHED on a LISTEN port, ~1 Hz)"
+    src = SRC + " TCP scan: ESTABLISHED on a LISTEN port, ~1 Hz)"
     names = ("tcp.in_flight_mean", "tcp.in_flight_max")
     if not s.tcp_accepted:
         why = "no TCP connection readings (older bundle, or psutil may not list the target's sockets)"

@@ -16,9 +16,9 @@ from diagnose.capture.budget import (
 
 
 def test_first_rates_fit_the_threads_into_the_budget():
-    assert planned_rate(100, 4, 0.10) == 100  # 4 threads x 100 Hz: ~7% of a core
-    hz = planned_rate(100, 40, 0.10)  # 40 threads x 100 Hz would be ~38%
-    assert 10 < hz < 30 and pyspy_cores(hz, 40) + process_cores(10.0, 40) <= 0.10
+    assert planned_rate(100, 4, 0.10) == 100  # 4 threads x 100 Hz: ~5% of a core
+    hz = planned_rate(100, 40, 0.10)  # 40 threads x 100 Hz would be ~21%
+    assert 10 < hz < 50 and pyspy_cores(hz, 40) + process_cores(10.0, 40) <= 0.10
     assert planned_rate(100, 10_000, 0.10) == MIN_PYSPY_HZ
     b = OverheadBudget.plan(10.0, 100, 10.0, 40)
     assert b.rates.pyspy_hz == hz and "40 threads x 100 Hz" in b.changes[-1]["why"]
@@ -26,8 +26,8 @@ def test_first_rates_fit_the_threads_into_the_budget():
 
 
 def test_many_threads_lower_the_proc_readings_first_within_their_share():
-    assert planned_process_rate(10.0, 40, 0.10) == 10.0  # 2.8 ms x 10 Hz: under 30% of the budget
-    hz = planned_process_rate(10.0, 200, 0.10)  # 10.8 ms a reading
+    assert planned_process_rate(10.0, 40, 0.10) == 10.0  # 1.5 ms x 10 Hz: under 30% of the budget
+    hz = planned_process_rate(10.0, 200, 0.10)  # 4.7 ms a reading
     assert MIN_PROCESS_HZ < hz < 10.0 and process_cores(hz, 200) <= 0.3 * 0.10 + 1e-9
     b = OverheadBudget.plan(10.0, 100, 10.0, 200)
     assert b.rates.process_hz == hz and "/proc readings" in b.changes[0]["why"]
@@ -44,6 +44,15 @@ def test_over_budget_lowers_the_larger_part_first_then_raises_back():
     assert b.rates.pyspy_hz == int(45 * 1.5) + 1 and b.rates.process_hz == 10.0
     doc = b.to_json()
     assert doc["asked"] == {"pyspy_hz": 100, "process_hz": 10.0} and len(doc["changes"]) == 3
+
+
+def test_py_spy_is_raised_only_as_far_as_its_cost_per_hz_keeps_the_total_under_raise_to():
+    b = OverheadBudget.plan(10.0, 100, 10.0, 40)
+    b._change(0.0, pyspy_hz=20, why="test")
+    b._adjust(2.0, used=0.055, own=0.015, kids=0.04)  # 2 ms of CPU per s per Hz: 1.5x would be 7.5%
+    assert b.rates.pyspy_hz == int(20 * 1.5) + 1
+    b._adjust(4.0, used=0.059, own=0.015, kids=0.044)  # 31 Hz -> 1.5x (47 Hz) would be ~8.1%: capped
+    assert b.rates.pyspy_hz == int((0.08 - 0.015) * 31 / 0.044) < int(31 * 1.5) + 1
 
 
 @pytest.mark.live  # a thread's CPU share on this host: other tests beside it take the cores

@@ -58,7 +58,7 @@ def thread_row(row: Any) -> ThreadRow | None:
 
 
 class TcpReading(Record):
-    """Connections on the target's TCP sockets (psutil net_connections), every CONN_EVERY readings."""
+    """Connections on the target's TCP sockets (collectors/tcp_scan.py), every CONN_EVERY readings."""
 
     accepted: Annotated[int, Meta(ge=0, le=MAX_CONNECTIONS)] | None = None  # ESTABLISHED on a LISTEN port
     ports_in: Any = field(default=None, name="listening_ports")  # see ``listening_ports``

@@ -52,6 +52,9 @@ class BackgroundAnalyser:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "diagnose.tui.live.background_analysis"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # DEVNULL: Textual owns stderr
+            from diagnose.capture.cost import own_child
+
+            own_child(self._proc.pid)  # it outlives the capture: its CPU so far goes in the capture's cost
 
     def request(self, path: Path, overrides: dict[str, float] | None = None) -> None:
         """Ask for an analysis of ``path`` with ``overrides``. Raises AnalysisFailed when the

@@ -4,8 +4,10 @@ Runs on its own thread (``diagnose-agent-capture``) so the control socket answer
 serving threads keep serving. It wakes every DRAIN_PERIOD_S to move queued spans and GC pauses to
 the bundle streams (the hot-path hooks only append to deques), plans the torch windows and hands
 each to the one long-lived profiler thread (torchthread.py), which starts, guards and stops it,
-and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
-and TORCH_TRACES (diagnose/bundle/streams.py).
+and stops at the deadline or on ``request_stop``. It sleeps on one event, set by the stop and by
+the profiler thread when a window ends: each wake takes the GIL from the serving threads, and on a
+host whose CPUs are all busy each handoff waits for a CPU (it polled a running window every 50 ms).
+Writes the streams SPANS, GC, TORCH and TORCH_TRACES (diagnose/bundle/streams.py).
 
 Span work is budgeted (spanbudget.py): spans are taken in batches of BATCH_SPANS and the GIL given up
 once the capture thread has held it for GIL_HOLD_S of its CPU, for at most DRAIN_SLICE_S per wake (the

@@ -14,7 +14,7 @@ the conditions take turns in slices of 100 requests, so that a busy host slows t
 - GC callback         one collection's "start" + "stop" callbacks (the GC recorder, capture only)
 - request             a demo-like request (a server span and four stage spans, one dict/list payload
                       built and encoded) on this thread: no agent, agent idle, capturing (every trace
-                      kept / every trace sampled out, drained every 0.25 s like the capture thread;
+                      kept / every trace sampled out, drained every DRAIN_PERIOD_S like the capture thread;
                       the agent's real capture session, converting under its CPU budget), plus the
                       collections it brought (our own gc callback, thread time, any thread), and
                       the reference again last: the noise
@@ -38,6 +38,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from diagnose.agent.inproc import spans as agent_spans
 from diagnose.agent.inproc.bridge import Bridge
+from diagnose.agent.inproc.capture import DRAIN_PERIOD_S
 from diagnose.agent.inproc.gcpause import GcRecorder
 from diagnose.agent.inproc.spanbudget import KEEP_ALL
 from diagnose.bundle import BundleWriter
@@ -45,7 +46,7 @@ from diagnose.bundle.streams import SPANS
 
 STAGES = ("preprocess", "queue", "model.forward", "serialize")
 SPANS_PER_REQUEST = 1 + len(STAGES)
-DRAIN_S = 0.25  # the capture thread's drain period (capture.DRAIN_PERIOD_S)
+DRAIN_S = DRAIN_PERIOD_S  # drained like the capture thread
 
 
 def _heap(synthetic: int) -> str:

@@ -9,7 +9,9 @@ at --open-fraction of the capacity measured first (so latency is measured honest
 omission), and a closed-loop saturating load (--clients keep-alive clients). Pinned: the service
 and the load on CPU 0, diagnose on the others (taskset); unpinned: everyone shares. Prints, per
 load and pinning, the median (and min-max) of throughput, P50 and P99 against the no-attach
-reference, and diagnose's own CPU (its threads + py-spy, from each bundle's manifest ``cost``).
+reference, diagnose's own CPU (its threads + py-spy, from each bundle's manifest ``cost``), and the
+target's own CPU per request served against the reference (utime + stime from /proc: the least
+disturbed by a busy host; with the load average at the end).
 
     python benchmarks/overhead.py --seconds 10 --rounds 3
 
@@ -83,15 +85,29 @@ def open_loop(url: str, seconds: float, rate: float) -> dict:
     return {"qps": r.achieved_qps, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
 
 
+def target_cpu_s(pid: int) -> float:
+    """utime + stime of the target process (s, /proc/<pid>/stat: all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def with_cpu(pid: int, measure, seconds: float) -> dict:
+    """``measure()`` plus the target's CPU per request served (us): a busy host disturbs it far
+    less than the throughput (benchmarks/agent_cpu_per_request.py has it per thread)."""
+    cpu0 = target_cpu_s(pid)
+    r = measure()
+    return r | {"cpu_us_per_req": 1e6 * (target_cpu_s(pid) - cpu0) / max(1.0, r["qps"] * seconds)}
+
+
 def one_run(pid: int, cond: list[str] | None, measure, seconds: float, diag_cpus: str | None) -> dict:
     if cond is None:
-        return measure() | {"diag_cpu_pct": 0.0}
+        return with_cpu(pid, measure, seconds) | {"diag_cpu_pct": 0.0}
     out = tempfile.mkdtemp(prefix="dg-bench-out-")
     attach = subprocess.Popen([*_taskset(diag_cpus), sys.executable, "-m", "diagnose", "attach", str(pid),
                                "--duration", str(seconds + 2), "--out", out, "--no-tui", *cond],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.5)  # the collectors are running by now
-    r = measure()
+    r = with_cpu(pid, measure, seconds)
     attach.wait(120)
     manifests = glob.glob(f"{out}/*/manifest.json")
     cost = json.loads(Path(manifests[0]).read_text()).get("cost", {}) if manifests else {}
@@ -124,14 +140,17 @@ def bench(args, pinned: bool) -> list[str]:
             head = (f"{'pinned' if pinned else 'unpinned'}, {load}"
                     + (f" at {args.open_fraction * capacity:.0f} req/s ({args.open_fraction:.0%} of {capacity:.0f})"
                        if load == "open-loop" else f", {args.clients} clients") + f", {args.rounds} rounds")
-            lines += [head, f"  {'condition':18s} {'throughput':>18s} {'P50':>18s} {'P99':>18s} {'diagnose CPU':>14s}"]
+            lines += [head, f"  {'condition':18s} {'throughput':>18s} {'P50':>18s} {'P99':>18s} {'diagnose CPU':>14s}"
+                      f" {'target CPU/req':>18s}"]
             for name, runs in results.items():
                 cpu = statistics.median(r["diag_cpu_pct"] for r in runs)
                 lines.append(f"  {name:18s} {_fmt(ref, runs, 'qps'):>18s} {_fmt(ref, runs, 'p50_ms'):>18s} "
-                             f"{_fmt(ref, runs, 'p99_ms'):>18s} {cpu:12.1f} %")
+                             f"{_fmt(ref, runs, 'p99_ms'):>18s} {cpu:12.1f} % {_fmt(ref, runs, 'cpu_us_per_req'):>18s}")
             lines.append(f"  reference (none): {statistics.median(r['qps'] for r in ref):.1f} req/s, "
                          f"P50 {statistics.median(r['p50_ms'] for r in ref):.2f} ms, "
-                         f"P99 {statistics.median(r['p99_ms'] for r in ref):.2f} ms")
+                         f"P99 {statistics.median(r['p99_ms'] for r in ref):.2f} ms, target CPU "
+                         f"{statistics.median(r['cpu_us_per_req'] for r in ref):.0f} us/request; load average "
+                         f"{os.getloadavg()[0]:.1f}")
             print("\n".join(lines[-len(CONDITIONS) - 3:]), flush=True)
     return lines
 

@@ -89,7 +89,7 @@ def test_the_hook_keeps_whole_traces_decided_by_trace_id_alone(sink):
 
 def test_keep_fraction_halves_while_over_budget_never_below_the_floor_and_never_rises():
     t0 = 10**18
-    budget = SpanBudget(t0)
+    budget = SpanBudget(t0, share=0.02)  # the figures below are for a 2% share
     seen = 0
 
     def period(now_s: float, spans_per_s: float, cpu_per_span_s: float, dt: float = 0.25) -> bool:
@@ -220,3 +220,25 @@ def test_spans_the_fraction_left_out_are_filtered_without_a_yield_per_batch(tmp_
     assert not session._sink.finished and session._sink.taken == queued == 12_000
     assert counted.yields <= cpu_s / capture_mod.GIL_HOLD_S, (counted.yields, cpu_s)
     assert counted.yields < queued / capture_mod.BATCH_SPANS  # not one per batch
+
+
+def test_a_drain_writes_its_spans_in_few_writes_not_one_per_batch(tmp_path, monkeypatch):
+    """Each write's system call gives the GIL up, one more handoff for the capture thread to win
+    back: a drain writes once per WRITE_SPANS records, and every converted span reaches the stream."""
+    monkeypatch.setattr(spanbudget, "SPAN_CPU_SHARE", 100.0)  # no sampling: every span converted
+    session = CaptureSession(1, CaptureRequest(tmp_path, 30.0, torch=False, gc=False), tmp_path, None)
+    span_hooks.HOOKS.sink = session._sink
+    try:
+        _traces(_provider(seed=5), 1000)  # 3,000 spans: 47 batches of 64
+    finally:
+        span_hooks.HOOKS.sink = None
+    stream = session._writer.stream(SPANS.name)
+    writes: list[int] = []
+    real = stream.write_many
+    monkeypatch.setattr(stream, "write_many", lambda records: (writes.append(len(records)), real(records)))
+    session._drain_spans(stream, 60.0)
+    session._writer.close()
+    assert sum(writes) == session._span_counts.spans == 3000
+    assert len(writes) <= 3000 // capture_mod.WRITE_SPANS + 1 < 3000 // capture_mod.BATCH_SPANS  # not one per batch
+    lines = (tmp_path / SPANS.name).read_text().splitlines()
+    assert len(lines) == 3000 and json.loads(lines[-1])["source"] == "agent"

@@ -4,8 +4,10 @@ Runs on its own thread (``diagnose-agent-capture``) so the control socket answer
 serving threads keep serving. It wakes every DRAIN_PERIOD_S to move queued spans and GC pauses to
 the bundle streams (the hot-path hooks only append to deques), plans the torch windows and hands
 each to the one long-lived profiler thread (torchthread.py), which starts, guards and stops it,
-and stops at the deadline or on ``request_stop``. Writes the streams SPANS, GC, TORCH
-and TORCH_TRACES (diagnose/bundle/streams.py).
+and stops at the deadline or on ``request_stop``. It sleeps on one event, set by the stop and by
+the profiler thread when a window ends: each wake takes the GIL from the serving threads, and on a
+host whose CPUs are all busy each handoff waits for a CPU (it polled a running window every 50 ms).
+Writes the streams SPANS, GC, TORCH and TORCH_TRACES (diagnose/bundle/streams.py).
 
 Span work is budgeted (spanbudget.py): spans are taken in batches of BATCH_SPANS and the GIL given up
 once the capture thread has held it for GIL_HOLD_S of its CPU, for at most DRAIN_SLICE_S per wake (the
@@ -51,9 +53,9 @@ from diagnose.bundle import BundleWriter
 from diagnose.bundle.streams import GC, SPANS, TORCH
 
 MAX_CAPTURE_S = 3600.0
-DRAIN_PERIOD_S = 0.25
-TORCH_POLL_S = 0.05  # how often the capture looks whether the profiler thread ended its window
+DRAIN_PERIOD_S = 0.5
 BATCH_SPANS = 64  # taken from the queue at a time: ~1-2.4 ms converting when all are kept
+WRITE_SPANS = 512  # records converted before one write (~5 ms of conversion when all are kept)
 GIL_HOLD_S = 0.002  # the capture thread's CPU between two yields of the GIL (a kept batch converted)
 DRAIN_SLICE_S = 0.05  # the most one wake spends converting spans (wall time)
 STOP_DRAIN_S = 0.5  # the most the end of a capture spends converting what is still queued
@@ -109,6 +111,7 @@ class CaptureSession:
         self.ended_ns: int | None = None
         self.error: str | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by request_stop and by the end of a torch window
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._writer = BundleWriter(out_dir)
@@ -140,6 +143,7 @@ class CaptureSession:
 
     def request_stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def wait(self, timeout_s: float) -> bool:
         return self._done.wait(timeout_s)
@@ -205,14 +209,12 @@ class CaptureSession:
         close = self.bridge.close_torch_ranges if self.bridge is not None else None
         cap, end_early = cpu_cap_s(self._torch_windows), threading.Event()
         self._torch = (window, end_early, torchthread.THREAD.submit(
-            lambda: window.run(window_s, cap, end_early, close), "a torch window"))
+            lambda: window.run(window_s, cap, end_early, close), "a torch window", self._wake))
         self._torch_first_at = self._torch_first_at or now
 
     def _torch_wake(self) -> float | None:
-        """Monotonic time of the next torch start or check of a running window, if any."""
-        if self._torch is not None:
-            return time.monotonic() + TORCH_POLL_S
-        return self._torch_next[0] if self._torch_next is not None else None
+        """Monotonic time of the next torch start, if any (a running window's end sets ``_wake``)."""
+        return self._torch_next[0] if self._torch is None and self._torch_next is not None else None
 
     def _loop(self) -> None:
         deadline = time.monotonic() + self.request.duration_s
@@ -220,7 +222,9 @@ class CaptureSession:
             now = time.monotonic()
             wake = self._torch_wake()
             timeout = min(DRAIN_PERIOD_S, max(0.0, deadline - now), max(0.0, wake - now) if wake else DRAIN_PERIOD_S)
-            if self._stop.wait(timeout):
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stop.is_set():
                 break
             now = time.monotonic()
             if self._torch is not None and self._torch[2].done.is_set():
@@ -322,19 +326,25 @@ class CaptureSession:
 
     def _drain_spans(self, stream: Any, limit_s: float) -> None:
         """Convert queued spans in batches, yielding the GIL after each GIL_HOLD_S of CPU, for at
-        most ``limit_s``. The CPU of each batch is charged to the budget (its conversion apart: the
-        cost per span), which may lower the sink's bound."""
+        most ``limit_s``, and write them in one write per WRITE_SPANS records (each write gives the
+        GIL up in the system call: one more handoff for the capture thread to win back). The CPU
+        of each batch is charged to the budget (its conversion and write apart: the cost per
+        span), which may lower the sink's bound."""
         budget, sink = self._span_budget, self._sink
         until = time.monotonic() + limit_s
         held_from = time.thread_time()
+        records: list[dict[str, Any]] = []
         while sink.finished:
             t0 = time.thread_time()
             kept, left_out = span_hooks.split_kept(sink.take(BATCH_SPANS), budget.bound)
             self._spans_left_out += left_out
             t1 = time.thread_time()
-            written = self._write_spans(stream, kept)
+            converted = self._convert_spans(kept, records)
+            if len(records) >= WRITE_SPANS:
+                stream.write_many(records)
+                records = []
             t2 = time.thread_time()
-            budget.charge(t2 - t1, written, t1 - t0)
+            budget.charge(t2 - t1, converted, t1 - t0)
             if budget.review(time.time_ns(), sink.seen):
                 sink.bound = budget.bound
             if t2 - held_from >= GIL_HOLD_S:
@@ -342,10 +352,14 @@ class CaptureSession:
                 held_from = time.thread_time()
             if time.monotonic() >= until:
                 break
+        if records:
+            t0 = time.thread_time()
+            stream.write_many(records)
+            budget.charge(time.thread_time() - t0, 0)
 
-    def _write_spans(self, stream: Any, spans: list[tuple[int, Any]]) -> int:
-        """Convert ``(trace key, span)`` pairs and write them in one write; returns how many."""
-        records: list[dict[str, Any]] = []
+    def _convert_spans(self, spans: list[tuple[int, Any]], records: list[dict[str, Any]]) -> int:
+        """Convert ``(trace key, span)`` pairs, appending the records to ``records``; returns how many."""
+        before = len(records)
 
         def on_record(rec: dict[str, Any], key: int) -> None:
             records.append(rec)
@@ -353,8 +367,14 @@ class CaptureSession:
             self._span_levels[spanbudget.level(key)] += 1
 
         span_hooks.convert(spans, on_record, self._span_counts.reject)
+        return len(records) - before
+
+    def _write_spans(self, stream: Any, spans: list[tuple[int, Any]]) -> int:
+        """Convert ``(trace key, span)`` pairs and write them in one write; returns how many."""
+        records: list[dict[str, Any]] = []
+        n = self._convert_spans(spans, records)
         stream.write_many(records)
-        return len(records)
+        return n
 
     def _finish(self) -> None:
         if span_hooks.HOOKS.sink is self._sink:

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SPAN_CPU_SHARE = 0.02
-"""The most of one core (as a fraction, 0.02 = 2%) the agent's span work (converting and writing
-spans on its capture thread) may take, as the torch windows' holds may take of the capture's time
-(windowplan.STALL_SHARE)."""
+SPAN_CPU_SHARE = 0.01
+"""The most of one core (as a fraction, 0.01 = 1%) the agent's span work (converting and writing
+spans on its capture thread) may take. On a GIL-bound service the share is taken from its
+throughput, plus the GIL handoffs the capture thread's wakes bring (benchmarks/agent_cpu_per_request.py)."""
 
 MIN_KEEP_FRACTION = 1 / 256
 """The fewest traces kept (1 in 256): past it the budget gives way rather than the sample (spans

@@ -30,8 +30,8 @@ class JobTimeout(Exception):
 class Job:
     """One call on the profiler thread: ``done`` is set when it returned or raised."""
 
-    def __init__(self, fn: Callable[[], Any], what: str):
-        self.fn, self.what = fn, what
+    def __init__(self, fn: Callable[[], Any], what: str, notify: threading.Event | None = None):
+        self.fn, self.what, self.notify = fn, what, notify
         self.done = threading.Event()
         self.value: Any = None
         self.error: BaseException | None = None
@@ -60,9 +60,10 @@ class TorchThread:
     def ident(self) -> int | None:
         return self._thread.ident if self._thread is not None else None
 
-    def submit(self, fn: Callable[[], Any], what: str) -> Job:
-        """Queue ``fn`` for the profiler thread (started on first use); jobs run one at a time, in order."""
-        job = Job(fn, what)
+    def submit(self, fn: Callable[[], Any], what: str, notify: threading.Event | None = None) -> Job:
+        """Queue ``fn`` for the profiler thread (started on first use); jobs run one at a time, in order.
+        ``notify`` is set too when the job is done (the caller waits on one event for several things)."""
+        job = Job(fn, what, notify)
         self._ensure_started()
         self._jobs.put(job)
         return job
@@ -84,6 +85,8 @@ class TorchThread:
             finally:
                 self.busy = None
                 job.done.set()
+                if job.notify is not None:
+                    job.notify.set()
 
 
 THREAD = TorchThread()

@@ -13,10 +13,13 @@ budget reads what was used (the CPU of the collector threads of this process, an
 windows as the collector counts it: getrusage of the ended ones, psutil of the running one) and
 lowers the py-spy rate (taken at its next window) and the process collector's rate when over, or
 raises them back toward what was asked when under RAISE_BELOW of the budget, py-spy's only as far
-as its measured cost per Hz keeps the collectors under RAISE_TO of it: the rest of diagnose's CPU
-during a capture (its capture loop, the analysis imported meanwhile so the verdict comes sooner:
-~1-2% of a core) is not metered here but is in the manifest's ``cost``. Every change is recorded
-with its reason, for the manifest (``budget``) and the report's cost line.
+as its measured cost per Hz keeps the collectors under RAISE_TO of it. The parsing child
+(diagnose/capture/ahead.py) is metered with the py-spy windows: its work grows with what py-spy
+samples. The capture's one-time CPU outside the collectors (the analysis imported meanwhile so the
+verdict comes sooner, the parsing child's imports: FIXED_CAPTURE_CPU_S) is reserved from the budget
+over the capture's duration, so the whole of diagnose's CPU, as the manifest's ``cost`` counts it,
+stays near the budget (a 40-thread target, 20 s: 11.2% of a core before the reservation). Every
+change is recorded with its reason, for the manifest (``budget``) and the report's cost line.
 """
 from __future__ import annotations
 
@@ -31,7 +34,9 @@ PYSPY_SAMPLE_MS = 0.3
 PYSPY_THREAD_MS = 0.045
 PROC_TICK_MS = 0.7
 PROC_THREAD_MS = 0.02
-OWN_FIXED_CORES = 0.01  # diagnose's other collector work (the py-spy windows' parsing, the budget)
+OWN_FIXED_CORES = 0.01  # diagnose's other capture-time work (the capture loop, the budget)
+FIXED_CAPTURE_CPU_S = 0.5  # one-time, per capture: analysis imports ~0.2 s + the parsing child's ~0.3 s
+MAX_RESERVE_SHARE = 0.5  # a short capture reserves at most this share of the budget for them
 PROC_SHARE = 0.3  # the /proc readings' planned share of the budget at most, when the threads are many
 MIN_PYSPY_HZ = 5
 MIN_PROCESS_HZ = 2.0
@@ -56,10 +61,19 @@ def planned_process_rate(asked_hz: float, threads: int, budget_cores: float) -> 
     return max(MIN_PROCESS_HZ, min(asked_hz, int(fits * 10) / 10))
 
 
-def planned_rate(asked_hz: int, threads: int, budget_cores: float, process_hz: float = 10.0) -> int:
+def reserve_cores(budget_cores: float, duration_s: float | None) -> float:
+    """The budget kept for the capture's one-time CPU (FIXED_CAPTURE_CPU_S over ``duration_s``),
+    in cores; 0 when the duration is unknown."""
+    if not duration_s or duration_s <= 0:
+        return 0.0
+    return min(MAX_RESERVE_SHARE * budget_cores, FIXED_CAPTURE_CPU_S / duration_s)
+
+
+def planned_rate(asked_hz: int, threads: int, budget_cores: float, process_hz: float = 10.0,
+                 reserved_cores: float = 0.0) -> int:
     """The highest py-spy rate (<= asked) whose predicted cost fits the budget beside diagnose's
-    own at ``process_hz``."""
-    room = max(0.0, budget_cores - OWN_FIXED_CORES - process_cores(process_hz, threads))
+    own at ``process_hz`` and ``reserved_cores`` (reserve_cores)."""
+    room = max(0.0, budget_cores - OWN_FIXED_CORES - reserved_cores - process_cores(process_hz, threads))
     fits = int(room / pyspy_cores(1.0, threads))
     return max(MIN_PYSPY_HZ, min(asked_hz, fits))
 
@@ -92,6 +106,7 @@ class OverheadBudget:
     rates: Rates
     changes: list[dict[str, Any]] = field(default_factory=list)
     used_cores: list[float] = field(default_factory=list)
+    reserved_cores: float = 0.0  # reserve_cores(): counted as used at every review
     _last: tuple[float, float, float] | None = None  # monotonic, own CPU s, children CPU s
 
     @property
@@ -99,13 +114,15 @@ class OverheadBudget:
         return self.pct_of_core / 100.0
 
     @classmethod
-    def plan(cls, pct_of_core: float, asked_pyspy_hz: int, asked_process_hz: float, threads: int) -> OverheadBudget:
+    def plan(cls, pct_of_core: float, asked_pyspy_hz: int, asked_process_hz: float, threads: int,
+             duration_s: float | None = None) -> OverheadBudget:
         b = cls(pct_of_core, Rates(asked_pyspy_hz, asked_process_hz), Rates(asked_pyspy_hz, asked_process_hz))
+        b.reserved_cores = reserve_cores(b.cores, duration_s)
         proc_hz = planned_process_rate(asked_process_hz, threads, b.cores)
         if proc_hz < asked_process_hz:
             b._change(0.0, process_hz=proc_hz, why=f"{threads} threads x {asked_process_hz:g} Hz of /proc readings "
                       f"would cost ~{100 * process_cores(asked_process_hz, threads):.0f}% of a core")
-        hz = planned_rate(asked_pyspy_hz, threads, b.cores, proc_hz)
+        hz = planned_rate(asked_pyspy_hz, threads, b.cores, proc_hz, b.reserved_cores)
         if hz < asked_pyspy_hz:
             b._change(0.0, pyspy_hz=hz, why=f"{threads} threads x {asked_pyspy_hz} Hz would cost py-spy "
                       f"~{100 * pyspy_cores(asked_pyspy_hz, threads):.0f}% of a core")
@@ -118,8 +135,8 @@ class OverheadBudget:
 
     def observe(self, t_s: float, collectors_child_s: float) -> None:
         """Read what diagnose used since the last call and adjust. ``collectors_child_s``: CPU so
-        far of the collectors' child processes (py-spy windows, as the collector measured them;
-        not RUSAGE_CHILDREN, which also holds the live view's analyses)."""
+        far of the capture's child processes (py-spy windows, as the collector measured them, and
+        the parsing child; not RUSAGE_CHILDREN, which also holds the live view's analyses)."""
         own = _collectors_s()
         now = time.monotonic()
         last, self._last = self._last, (now, own, collectors_child_s)
@@ -127,7 +144,7 @@ class OverheadBudget:
             return
         dt = now - last[0]
         own_c, kids_c = (own - last[1]) / dt, max(0.0, (collectors_child_s - last[2]) / dt)
-        used = own_c + kids_c
+        used = own_c + kids_c + self.reserved_cores
         self.used_cores.append(round(used, 4))
         self._adjust(t_s, used, own_c, kids_c)
 
@@ -139,7 +156,7 @@ class OverheadBudget:
                 # diagnose's own threads are mostly the per-thread /proc readings: halve them first
                 self._change(t_s, process_hz=max(MIN_PROCESS_HZ, r.process_hz / 2), why=why)
                 own /= 2
-            room = self.cores - own
+            room = self.cores - self.reserved_cores - own
             if kids > room:
                 hz = max(MIN_PYSPY_HZ, int(r.pyspy_hz * max(0.1, room / max(kids, 1e-6)) * 0.9))
                 if hz < r.pyspy_hz:
@@ -148,13 +165,15 @@ class OverheadBudget:
             why = f"used {100 * used:.0f}% of a core, under {RAISE_BELOW:.0%} of the budget"
             hz = min(a.pyspy_hz, int(r.pyspy_hz * 1.5) + 1)
             if kids > 0:  # py-spy's measured cost per Hz: the total stays under RAISE_TO of the budget
-                hz = max(r.pyspy_hz, min(hz, int((RAISE_TO * self.cores - own) * r.pyspy_hz / kids)))
+                hz = max(r.pyspy_hz, min(hz, int((RAISE_TO * self.cores - self.reserved_cores - own)
+                                                 * r.pyspy_hz / kids)))
             self._change(t_s, pyspy_hz=hz, process_hz=min(a.process_hz, r.process_hz * 2), why=why)
 
     def to_json(self) -> dict[str, Any]:
         return {"pct_of_core": self.pct_of_core, "asked": vars(self.asked), "final": vars(self.rates),
+                "reserved_pct_of_core": round(100 * self.reserved_cores, 2),
                 "changes": self.changes[-50:], "used_pct_of_core_max": round(100 * max(self.used_cores, default=0), 1)}
 
 
-__all__ = ["DEFAULT_PCT_OF_CORE", "OverheadBudget", "Rates", "planned_process_rate", "planned_rate",
-           "process_cores", "pyspy_cores"]
+__all__ = ["DEFAULT_PCT_OF_CORE", "FIXED_CAPTURE_CPU_S", "OverheadBudget", "Rates", "planned_process_rate",
+           "planned_rate", "process_cores", "pyspy_cores", "reserve_cores"]

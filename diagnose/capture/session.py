@@ -93,7 +93,8 @@ class Capture:
         priority.reset()
         meter = CostMeter()
         self.budget = OverheadBudget.plan(self.options.overhead_budget_pct, self.options.rate_hz,
-                                          self.options.process_hz, target_threads(self.target))
+                                          self.options.process_hz, target_threads(self.target),
+                                          self.options.duration_s)
         for c in collectors:
             c.adjust(self.budget.rates)
         started_ns = self.clock.time_ns()
@@ -164,7 +165,8 @@ class Capture:
             self.clock.wait(stop, min(0.25, max(0.0, deadline - now)))
 
     def _keep_budget(self, running: list[Collector], t_s: float) -> None:
-        self.budget.observe(t_s, sum(c.child_cpu_s() for c in running))
+        ahead_s = self.ahead.cpu_s() if self.ahead is not None else 0.0  # its parse grows with py-spy's
+        self.budget.observe(t_s, sum(c.child_cpu_s() for c in running) + ahead_s)
         for c in running:
             c.adjust(self.budget.rates)
 

@@ -12,6 +12,7 @@ from diagnose.capture.budget import (
     planned_rate,
     process_cores,
     pyspy_cores,
+    reserve_cores,
 )
 
 
@@ -44,6 +45,18 @@ def test_over_budget_lowers_the_larger_part_first_then_raises_back():
     assert b.rates.pyspy_hz == int(45 * 1.5) + 1 and b.rates.process_hz == 10.0
     doc = b.to_json()
     assert doc["asked"] == {"pyspy_hz": 100, "process_hz": 10.0} and len(doc["changes"]) == 3
+
+
+def test_the_captures_one_time_cpu_is_reserved_from_the_budget_over_its_duration():
+    assert reserve_cores(0.10, None) == 0.0
+    assert reserve_cores(0.10, 50.0) == pytest.approx(0.01)  # 0.5 CPU-s over 50 s: 1% of a core
+    assert reserve_cores(0.10, 1.0) == pytest.approx(0.05)  # a 1 s capture: at most half the budget
+    short, long_ = OverheadBudget.plan(10.0, 100, 10.0, 40, 20.0), OverheadBudget.plan(10.0, 100, 10.0, 40)
+    assert short.rates.pyspy_hz < long_.rates.pyspy_hz  # 40 threads: py-spy gets what the reserve leaves
+    assert short.to_json()["reserved_pct_of_core"] == 2.5
+    before = short.rates.pyspy_hz
+    short._adjust(2.0, used=0.085 + short.reserved_cores, own=0.015, kids=0.07)  # over, with the reserve
+    assert short.rates.pyspy_hz == int(before * (0.10 - 0.025 - 0.015) / 0.07 * 0.9) < before
 
 
 def test_py_spy_is_raised_only_as_far_as_its_cost_per_hz_keeps_the_total_under_raise_to():

@@ -59,8 +59,8 @@ def capture_options(f):
         click.option("--rate", type=click.IntRange(1, 1000), default=100, show_default=True,
                      help="py-spy sampling rate (Hz), lowered when the overhead budget needs it."),
         click.option("--overhead-budget", type=click.FloatRange(1.0, 400.0), default=10.0, show_default=True,
-                     metavar="PCT", help="diagnose's CPU (its threads and py-spy) in % of one core: the "
-                     "sampling rates are lowered to stay inside it, and the report says what it gave up."),
+                     metavar="PCT", help="diagnose's CPU (its threads, py-spy, its parsing child) in % of one core: "
+                     "the sampling rates are lowered to stay inside it, and the report says what it gave up."),
         click.option("--native", is_flag=True, help="Include native (C/C++) frames in py-spy stacks."),
         click.option("--subprocesses", is_flag=True, help="Also profile and meter child processes."),
         click.option("--skip", multiple=True, metavar="COLLECTOR",

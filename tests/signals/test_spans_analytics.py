@@ -296,6 +296,34 @@ def test_a_span_line_of_the_wrong_shape_costs_only_itself(tmp_path):
     assert b.torn_lines == {SPANS.name: 1} and b.invalid_records == {}
 
 
+@pytest.mark.parametrize("attributes", [
+    {"gen_ai.server.time_to_first_token": 1e308}, {"gen_ai.server.time_per_output_token": 1e308},
+    {"gen_ai.usage.output_tokens": 10**400}, {"http.request.body.size": 10**400}])
+def test_a_span_attribute_too_large_for_a_float_costs_only_itself(tmp_path, attributes):
+    """One span's attribute of 10**400 (an int msgspec decodes, float() cannot convert) or a TTFT of
+    1e308 s (int(inf) ns) raised OverflowError in timeline_signals: every span signal was lost and
+    the verdict was "no request spans" (found by the break-it review). Now such a value is no value."""
+    t0, ms = 1_700_000_000 * 10**9, 10**6
+    w = BundleWriter(tmp_path)
+    for i in range(40):
+        a = t0 + i * 20 * ms
+        w.stream(SPANS.name).write({"trace_id": f"{i:032x}", "span_id": "1" * 16, "name": "POST /x", "kind": "server",
+                                    "start_ns": a, "end_ns": a + (10 if i else 300) * ms,
+                                    "attributes": {"http.request.body.size": 1000 * (1 + 9 * (i == 0)),
+                                                   "gen_ai.usage.output_tokens": 20, **(attributes if i == 3 else {})}})
+        w.stream(SPANS.name).write({"trace_id": f"{i:032x}", "span_id": "2" * 16, "parent_span_id": "1" * 16,
+                                    "name": "generate", "start_ns": a, "end_ns": a + 5 * ms})
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**9, "collectors": []})
+    w.close()
+    a = analyze(Bundle.open(tmp_path))
+    assert a.data_quality.streams.source_errors == {}
+    assert a.signals["spans.p50_ms"].value == pytest.approx(10.0)
+    assert a.signals["spans.stage_share_pct[model]"].value == pytest.approx(100.0 * 5 * 40 / (39 * 10 + 300))
+    tokens = 39 * 20 if "gen_ai.usage.output_tokens" in attributes else 40 * 20  # the roots' tokens, in 1 s
+    assert a.signals["llm.output_tokens_per_s"].value == pytest.approx(tokens)
+    assert a.signals["llm.tpot_p50_ms"].value is None and a.signals["llm.ttft_p50_ms"].value is None
+
+
 def _span(tid: str, sid: str, parent: str | None, name: str, start: int, end: int) -> Span:
     return span_records.span_record({"trace_id": tid, "span_id": sid, "parent_span_id": parent, "name": name,
                                      "kind": "internal", "start_ns": start, "end_ns": end})

@@ -265,3 +265,25 @@ def test_slices_that_overlap_without_nesting_are_clipped_to_nest():
     out = sorted(_nest([c, b, a], notes), key=lambda e: e.t_ns)
     assert [(e.name, e.t_ns, e.dur_ns) for e in out] == [("a", 0, 10), ("b", 5, 5), ("c", 20, 1)]
     assert notes["clipped_slices"] == {"torch profiler: GPU kernels": 1}
+
+
+def test_a_request_of_spans_naming_their_own_id_as_parent_is_walked_once_per_span():
+    """A target writes the SPANS stream: 3,000 spans sharing their root's id and naming it as parent
+    each pushed every one of them again (39 MB on the walk's stack, and seconds; found by the
+    break-it review); each id's children are now taken once."""
+    import tracemalloc
+    from collections import defaultdict
+
+    from diagnose.bundle.records.spans import span_record
+    from diagnose.render.perfetto.requests import _descendants
+
+    t = 10**18
+    root = span_record({"trace_id": "T", "span_id": "L", "name": "GET /", "start_ns": t, "end_ns": t + 10})
+    loop = [span_record({"trace_id": "T", "span_id": "L", "parent_span_id": "L", "name": "x",
+                         "start_ns": t, "end_ns": t + 1}) for _ in range(3_000)]
+    kids = defaultdict(list, {("T", "L"): loop})
+    tracemalloc.start()
+    family = _descendants(root, kids)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(family) == len(loop) and peak < 4 << 20

@@ -15,7 +15,7 @@ from diagnose.bundle import Bundle, BundleWriter
 from diagnose.bundle.records import spans as span_records
 from diagnose.bundle.streams import GC, SPANS
 from diagnose.results.spans import LlmDetail
-from diagnose.signals.spans.analytics import parse_spans, request_summary
+from diagnose.signals.spans.analytics import Span, parse_spans, request_summary
 from diagnose.signals.spans.llm import llm_summary
 from diagnose.signals.spans.tail import tail_summary
 from diagnose.signals.timeline import timeline_signals
@@ -294,3 +294,126 @@ def test_a_span_line_of_the_wrong_shape_costs_only_itself(tmp_path):
     assert a.signals["spans.p50_ms"].value == pytest.approx(5.0)
     assert a.data_quality.spans.invalid == {"no_end_time": 1, "bad_time": 1, "bad_id": 1}
     assert b.torn_lines == {SPANS.name: 1} and b.invalid_records == {}
+
+
+@pytest.mark.parametrize("attributes", [
+    {"gen_ai.server.time_to_first_token": 1e308}, {"gen_ai.server.time_per_output_token": 1e308},
+    {"gen_ai.usage.output_tokens": 10**400}, {"http.request.body.size": 10**400}])
+def test_a_span_attribute_too_large_for_a_float_costs_only_itself(tmp_path, attributes):
+    """One span's attribute of 10**400 (an int msgspec decodes, float() cannot convert) or a TTFT of
+    1e308 s (int(inf) ns) raised OverflowError in timeline_signals: every span signal was lost and
+    the verdict was "no request spans" (found by the break-it review). Now such a value is no value."""
+    t0, ms = 1_700_000_000 * 10**9, 10**6
+    w = BundleWriter(tmp_path)
+    for i in range(40):
+        a = t0 + i * 20 * ms
+        w.stream(SPANS.name).write({"trace_id": f"{i:032x}", "span_id": "1" * 16, "name": "POST /x", "kind": "server",
+                                    "start_ns": a, "end_ns": a + (10 if i else 300) * ms,
+                                    "attributes": {"http.request.body.size": 1000 * (1 + 9 * (i == 0)),
+                                                   "gen_ai.usage.output_tokens": 20, **(attributes if i == 3 else {})}})
+        w.stream(SPANS.name).write({"trace_id": f"{i:032x}", "span_id": "2" * 16, "parent_span_id": "1" * 16,
+                                    "name": "generate", "start_ns": a, "end_ns": a + 5 * ms})
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**9, "collectors": []})
+    w.close()
+    a = analyze(Bundle.open(tmp_path))
+    assert a.data_quality.streams.source_errors == {}
+    assert a.signals["spans.p50_ms"].value == pytest.approx(10.0)
+    assert a.signals["spans.stage_share_pct[model]"].value == pytest.approx(100.0 * 5 * 40 / (39 * 10 + 300))
+    tokens = 39 * 20 if "gen_ai.usage.output_tokens" in attributes else 40 * 20  # the roots' tokens, in 1 s
+    assert a.signals["llm.output_tokens_per_s"].value == pytest.approx(tokens)
+    assert a.signals["llm.tpot_p50_ms"].value is None and a.signals["llm.ttft_p50_ms"].value is None
+
+
+def _span(tid: str, sid: str, parent: str | None, name: str, start: int, end: int) -> Span:
+    return span_records.span_record({"trace_id": tid, "span_id": sid, "parent_span_id": parent, "name": name,
+                                     "kind": "internal", "start_ns": start, "end_ns": end})
+
+
+def _walked_stages(spans: list[Span]) -> list[tuple[str, dict[str, int]]]:
+    """The request walk as it was before repeated ids were bounded (span by span from each root):
+    the reference for well-formed streams."""
+    from collections import defaultdict
+
+    from diagnose.signals.spans.analytics import _union, stage_of
+
+    ids = {(s.trace_id, s.span_id) for s in spans}
+    kids: dict = defaultdict(list)
+    roots = []
+    for s in spans:
+        if s.parent_span_id and (s.trace_id, s.parent_span_id) in ids:
+            kids[(s.trace_id, s.parent_span_id)].append(s)
+        else:
+            roots.append(s)
+    out = []
+    for root in roots:
+        by: dict = defaultdict(list)
+        seen, todo = {id(root)}, list(kids[(root.trace_id, root.span_id)])
+        while todo:
+            s = todo.pop()
+            if id(s) not in seen:
+                seen.add(id(s))
+                if stage_of(s):
+                    by[stage_of(s)].append((max(s.start_ns, root.start_ns), min(s.end_ns, root.end_ns)))
+                todo += kids[(s.trace_id, s.span_id)]
+        out.append((root.span_id, {st: _union(iv) for st, iv in by.items()}))
+    return out
+
+
+def test_request_stages_of_well_formed_traces_and_repeated_exports_are_the_span_walk_s():
+    """Bounding the walk over repeated ids changes nothing where ids are unique in their trace, nor
+    where a whole trace was exported twice (roots sharing an id share its descendants)."""
+    import random
+
+    rng = random.Random(11)
+    names = ("queue", "tokenize", "generate", "serialize_response", "db.query", "misc")
+    for _ in range(60):
+        spans: list[Span] = []
+        for t in range(rng.randint(1, 6)):
+            tid, t0 = f"{t:032x}", 10**18 + rng.randint(0, 10**9)
+            tree = [_span(tid, f"{t}r", rng.choice((None, "gone")), "POST /x", t0, t0 + rng.randint(1, 10**6))]
+            for n in range(rng.randint(0, 12)):
+                a = t0 + rng.randint(-10**5, 10**6)
+                tree.append(_span(tid, f"{t}s{n}", rng.choice(tree).span_id, rng.choice(names), a,
+                                  a + rng.randint(0, 5 * 10**5)))
+            spans += tree * rng.choice((1, 1, 2))  # now and then a retried export: every span twice
+        rng.shuffle(spans)
+        got = [(r.span.span_id, r.stage_ns) for r in parse_spans(spans).requests]
+        assert got == _walked_stages(spans)
+
+
+@pytest.mark.timeout(60)
+def test_spans_repeating_a_few_ids_cost_time_linear_in_the_spans(monkeypatch):
+    """A target writes the SPANS stream: 4,000 roots sharing one id over 4,000 children, a chain of
+    roots each also the child of the previous one, spans naming their own id as parent. Walking
+    every root's descendants span by span read each span once per root (14 s for 8,000 spans, hours
+    for 100,000; found by the break-it review); now each span's stage is read once in all."""
+    import tracemalloc
+
+    from diagnose.signals.spans import analytics
+
+    calls = [0]
+    stage_of = analytics.stage_of
+
+    def counted(s: Span) -> str | None:
+        calls[0] += 1
+        return stage_of(s)
+
+    monkeypatch.setattr(analytics, "stage_of", counted)
+    t, n = 10**18, 4_000
+    shared = [_span("T", "A", None, "POST /x", t + i, t + i + 10**6) for i in range(n)]
+    shared += [_span("T", f"c{i}", "A", "generate", t + i, t + i + 10) for i in range(n)]
+    chain = [_span("T", f"R{i}", None, "POST /x", t, t + 10**6) for i in range(n)]
+    chain += [_span("T", f"R{i}", f"R{i - 1}", "generate", t, t + 10) for i in range(1, n)]
+    loop = [_span("T", "L", None, "POST /x", t, t + 10**6)] + [_span("T", "L", "L", "generate", t, t + 10)] * n
+    for spans in (shared, chain, loop):
+        calls[0] = 0
+        tracemalloc.start()
+        parse_spans(spans)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert calls[0] <= len(spans)
+        assert peak < 8 << 20  # the self-parented walk pushed n * n spans on its stack
+    shared_ss = parse_spans(shared)
+    assert len(shared_ss.requests) == n  # each root clipped to its own time: the family is 10 ns wide
+    assert {r.stage_ns["model"] for r in shared_ss.requests} <= set(range(0, n + 11))
+    assert shared_ss.requests[0].stage_ns["model"] == 10 + n - 1

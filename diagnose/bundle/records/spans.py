@@ -18,6 +18,7 @@ from diagnose.bundle.records.base import Record
 
 MAX_SPAN_NS = 24 * 3600 * 10**9  # longer spans are clock or instrumentation errors
 MAX_TIME_NS = 2**63 - 1  # Unix ns fit int64; a larger time is not a clock reading
+MAX_NUMBER = 2.0**53  # a numeric attribute (tokens, bytes, seconds) past this is no measurement
 # Why a span is left out, in the order checked: times that are not ints (no end: still open when
 # the capture ended), times outside Unix ns, ids that are not text, an end before the start, > 24 h.
 REJECTS = ("no_end_time", "bad_time", "time_out_of_range", "bad_id", "end_before_start", "longer_than_24h")
@@ -108,6 +109,18 @@ def _text(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def attribute_number(attrs: dict[str, Any], key: str, limit: float = MAX_NUMBER) -> float | None:
+    """Attribute ``key`` as a number in [0, ``limit``], or None: absent, not a number (a bool is not),
+    negative, NaN, infinite or past the limit (the target writes the attributes: an integer of 400
+    digits has no float, and 1e308 s times 1e9 is infinite)."""
+    v = attrs.get(key)
+    if type(v) is int:
+        return float(v) if 0 <= v <= limit else None
+    if type(v) is float and 0.0 <= v <= limit:  # NaN compares false
+        return v
+    return None
+
+
 def span_record(raw: dict[str, Any]) -> SpanRecord:
     """The record of one decoded span line (a JSON object); never None: see the module docstring."""
     w = msgspec.convert(raw, _Line)
@@ -122,4 +135,5 @@ def span_record(raw: dict[str, Any]) -> SpanRecord:
         service=_text(w.service), source=_text(w.source), reject=reject)
 
 
-__all__ = ["MAX_SPAN_NS", "MAX_TIME_NS", "REJECTS", "SpanEvent", "SpanRecord", "span_record"]
+__all__ = ["MAX_NUMBER", "MAX_SPAN_NS", "MAX_TIME_NS", "REJECTS", "SpanEvent", "SpanRecord", "attribute_number",
+           "span_record"]

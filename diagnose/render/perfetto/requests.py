@@ -46,13 +46,17 @@ def request_events(bundle: Bundle, names: Names, notes: dict[str, Any],
 
 
 def _descendants(root: Span, kids: dict[tuple[str, str], list[Span]]) -> list[Span]:
-    seen, out, todo = {id(root)}, [], list(kids.get((root.trace_id, root.span_id), ()))
+    key = (root.trace_id, root.span_id)
+    seen, out, todo, expanded = {id(root)}, [], list(kids.get(key, ())), {key}
     while todo:
         s = todo.pop()
         if id(s) not in seen:  # a hand-edited stream may repeat ids or make a span its own parent
             seen.add(id(s))
             out.append(s)
-            todo += kids.get((s.trace_id, s.span_id), ())
+            key = (s.trace_id, s.span_id)
+            if key not in expanded:  # an id's children once: spans repeating an id cost no more than others
+                expanded.add(key)
+                todo += kids.get(key, ())
     return out
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from diagnose.bundle.records.spans import SpanRecord
 from diagnose.catalogs.stages import STAGE_CATALOG, STAGES
 from diagnose.signals.spans.lifetime import RULE, lifetime_mask
-from diagnose.traces.intervals import merge
+from diagnose.traces.intervals import merge, overlap_each
 
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle
@@ -96,31 +96,68 @@ def stage_of(span: Span) -> str | None:
 SMALL_UNION = 64
 
 
+Key = tuple[str, str]  # (trace_id, span_id)
+
+
 def _requests(spans: list[Span]) -> list[Request]:
+    """The root spans with their stages' time. Span ids come from the target, which may repeat them:
+    roots sharing an id share its descendants, and a span reached from roots of several ids counts
+    in the first one's only, so a stream of repeated ids costs time linear in its spans (walking
+    every root's descendants span by span was quadratic: minutes for 100k spans)."""
     ids = {(s.trace_id, s.span_id) for s in spans}
-    children: dict[tuple[str, str], list[Span]] = defaultdict(list)
-    roots = []
+    children: dict[Key, list[Span]] = defaultdict(list)
+    roots: dict[Key, list[Span]] = defaultdict(list)
+    order: list[Span] = []
     for s in spans:
         if s.parent_span_id and (s.trace_id, s.parent_span_id) in ids:
             children[(s.trace_id, s.parent_span_id)].append(s)
         else:
-            roots.append(s)
-    out = []
-    for root in roots:
+            roots[(s.trace_id, s.span_id)].append(s)
+            order.append(s)
+    expanded: set[Key] = set()
+    stage_ns: dict[int, dict[str, int]] = {}
+    for key, same in roots.items():
         by_stage: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        stack = list(children.get((root.trace_id, root.span_id), ()))
-        seen = {id(root)}  # span ids come from the target: a span naming itself (or a cycle) as parent
-        while stack:
-            s = stack.pop()
-            if id(s) in seen:
-                continue
-            seen.add(id(s))
+        for s in _family(key, children, expanded):
             st = stage_of(s)
             if st:
-                by_stage[st].append((max(s.start_ns, root.start_ns), min(s.end_ns, root.end_ns)))
-            stack.extend(children.get((s.trace_id, s.span_id), ()))
-        out.append(Request(root, {st: _union(iv) for st, iv in by_stage.items()}))
+                by_stage[st].append((s.start_ns, s.end_ns))
+        if len(same) == 1:
+            lo, hi = same[0].start_ns, same[0].end_ns
+            stage_ns[id(same[0])] = {st: _union([(max(a, lo), min(b, hi)) for a, b in iv])
+                                     for st, iv in by_stage.items()}
+        else:
+            stage_ns.update(_shared_stages(same, by_stage))
+    return [Request(root, stage_ns[id(root)]) for root in order]
+
+
+def _family(key: Key, children: dict[Key, list[Span]], expanded: set[Key]) -> list[Span]:
+    """The descendants of the spans with id ``key`` (a cycle of parents ends), each id's children taken
+    once: those of an id in ``expanded`` (another request's) are left out."""
+    out: list[Span] = []
+    todo = [key]
+    while todo:
+        k = todo.pop()
+        if k in expanded:
+            continue
+        expanded.add(k)
+        kids = children.get(k, ())
+        out.extend(kids)
+        todo.extend((s.trace_id, s.span_id) for s in kids)
     return out
+
+
+def _shared_stages(roots: list[Span], by_stage: dict[str, list[tuple[int, int]]]) -> dict[int, dict[str, int]]:
+    """Per root (by id()) of several sharing one span id: each stage's time inside it, from the union of
+    the family's intervals merged once (the union of the clipped intervals is the clipped union)."""
+    lo = np.array([r.start_ns for r in roots], np.int64)
+    hi = np.array([r.end_ns for r in roots], np.int64)
+    per_stage = {}
+    for st, iv in by_stage.items():
+        a = np.array(iv, np.int64)
+        s, e = merge(a[:, 0], np.maximum(a[:, 1], a[:, 0]))
+        per_stage[st] = overlap_each(s, e, lo, hi)
+    return {id(r): {st: int(v[i]) for st, v in per_stage.items()} for i, r in enumerate(roots)}
 
 
 def _union(iv: list[tuple[int, int]]) -> int:

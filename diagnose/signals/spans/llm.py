@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.bundle.records.spans import MAX_NUMBER, MAX_SPAN_NS, attribute_number
 from diagnose.catalogs.stages import (
     FIRST_TOKEN_EVENT,
     OUTPUT_TOKEN_ATTRIBUTES,
@@ -23,16 +24,17 @@ from diagnose.catalogs.stages import (
 from diagnose.signals.spans.analytics import Span, stage_of
 
 
-def _num(attrs: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+def _num(attrs: dict[str, Any], keys: tuple[str, ...], limit: float = MAX_NUMBER) -> float | None:
+    """The first of ``keys`` that is a number in [0, ``limit``] (records/spans.py attribute_number)."""
     for k in keys:
-        v = attrs.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0:
-            return float(v)
+        v = attribute_number(attrs, k, limit)
+        if v is not None:
+            return v
     return None
 
 
 def ttft_ns(span: Span) -> int | None:
-    v = _num(span.attributes, TTFT_ATTRIBUTES)
+    v = _num(span.attributes, TTFT_ATTRIBUTES, MAX_SPAN_NS / 1e9)  # seconds; longer is no span's
     if v is not None:
         return int(v * 1e9)
     rx = re.compile(FIRST_TOKEN_EVENT)
@@ -43,7 +45,7 @@ def ttft_ns(span: Span) -> int | None:
 
 
 def tpot_ns(span: Span, ttft: int | None) -> float | None:
-    v = _num(span.attributes, TPOT_ATTRIBUTES)
+    v = _num(span.attributes, TPOT_ATTRIBUTES, MAX_SPAN_NS / 1e9)
     if v is not None:
         return v * 1e9
     tokens = _num(span.attributes, OUTPUT_TOKEN_ATTRIBUTES)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from diagnose.bundle.records.spans import attribute_number
 from diagnose.catalogs.stages import SIZE_ATTRIBUTES, STAGES
 from diagnose.signals.spans.analytics import Request
 from diagnose.traces.intervals import merge, overlap_each
@@ -39,9 +40,9 @@ def _size_attribute(tail: list[Request], reqs: list[Request]) -> dict[str, Any] 
     keys = {k for r in reqs for k, v in r.span.attributes.items()
             if rx.search(k) and type(v) in (int, float)}
     best: dict[str, Any] | None = None
-    for k in sorted(keys):
-        all_v = [r.span.attributes[k] for r in reqs if type(r.span.attributes.get(k)) in (int, float)]
-        tail_v = [r.span.attributes[k] for r in tail if type(r.span.attributes.get(k)) in (int, float)]
+    for k in sorted(keys):  # sizes the target wrote: a number too large for a float is none
+        all_v = [v for r in reqs if (v := attribute_number(r.span.attributes, k)) is not None]
+        tail_v = [v for r in tail if (v := attribute_number(r.span.attributes, k)) is not None]
         if len(all_v) < 5 or not tail_v:
             continue
         med_all, med_tail = float(np.median(all_v)), float(np.median(tail_v))

@@ -75,6 +75,16 @@ def test_cost_lines_from_hostile_numbers(bundle, cost):
     json.loads(render(rep, "json"), parse_constant=lambda c: pytest.fail(f"{c} in findings.json"))
 
 
+def test_cost_line_names_the_parse_ahead_child(bundle):
+    """The parsing child's CPU (manifest cost.parse_ahead_cpu_s, counted in children_cpu_s) is said in the
+    cost line, not folded into "py-spy; the live view's analyses" (a --no-tui capture has no live view)."""
+    _manifest(bundle, cost={"wall_s": 15.0, "diagnose_cpu_s": 0.3, "children_cpu_s": 1.14, "parse_ahead_cpu_s": 0.35})
+    line = cost_line(analyse(bundle))
+    assert "the parse-ahead child" in line and "0.35 s of it parsing" in line, line
+    _manifest(bundle, cost={"wall_s": 15.0, "diagnose_cpu_s": 0.3, "children_cpu_s": 1.14})
+    assert "of it parsing" not in cost_line(analyse(bundle))  # an older bundle without the figure
+
+
 @pytest.mark.parametrize("block", ['{"service": "s", "history": [NaN]}', "[" * 5000 + "]" * 5000,
                                    '{"service": "s", "v": ' + "9" * 400 + "}"])
 def test_performance_file_state_blocks_that_are_not_diagnose_s(tmp_path, block):

@@ -114,6 +114,7 @@ class CaptureCost(Struct, frozen=True, kw_only=True):
     children_cpu_s: Reading | None = None
     max_rss_bytes: Reading | None = None
     host_cpus: Reading | None = None
+    parse_ahead_cpu_s: Reading | None = None  # the parsing child's CPU, counted in children_cpu_s
     collector_priority: dict[str, Any] = field(default_factory=dict)
 
 

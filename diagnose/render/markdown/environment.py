@@ -118,8 +118,10 @@ def cost_line(report: Report) -> str:
     host = f", {100 * own / wall / cpus:.1f}% of the host's {cpus:.0f} CPUs" if cpus and cpus >= 1 else ""
     parts = [f"diagnose used {own:.2f} s of CPU in {wall:.1f} s ({100 * own / wall:.1f}% of one core{host})"]
     if kids is not None:
-        parts.append(f"its child processes (py-spy; the live view's analyses) {kids:.2f} s "
-                     f"({100 * kids / wall:.1f}% of one core)")
+        ahead = cost.parse_ahead_cpu_s
+        of_it = f", {ahead:.2f} s of it parsing py-spy windows and torch traces ahead" if ahead else ""
+        parts.append(f"its child processes (py-spy; the parse-ahead child; the live view's analyses) {kids:.2f} s "
+                     f"({100 * kids / wall:.1f}% of one core{of_it})")
     if cost.max_rss_bytes:
         parts.append(f"peak memory {fmt_value(cost.max_rss_bytes, 'bytes')}")
     tail = _budget(info.budget) + _agent_cost(info) + _priority(cost)

@@ -47,7 +47,6 @@ from diagnose.collectors.otlp_intake import (
     read_body,
 )
 from diagnose.collectors.otlp_worker import Decoded, Decoder, DecoderDown, Undecodable
-from diagnose.collectors.priority import lower_this_thread
 from diagnose.model import Target
 
 DEFAULT_HOST = "127.0.0.1"
@@ -251,12 +250,9 @@ class OtlpCollector(Collector):
             raise CollectorError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
                                  "choose another --otlp-listen port") from None
         self._listen = f"{host}:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._serve, args=(self._server,), name="diagnose-otlp", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="diagnose-otlp", daemon=True)
         self._thread.start()
-
-    def _serve(self, server: _Server) -> None:
-        lower_this_thread()  # and its request handlers, which inherit it (collectors/priority.py)
-        server.serve_forever(poll_interval=0.2)
 
     def refuse_connection(self, sock: socket.socket) -> None:
         """A connection past MAX_CONNECTIONS: 503 at once, without reading its request."""

@@ -30,8 +30,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from diagnose.collectors.priority import lower_process
-
 DECODER_MEMORY_BYTES = 384 * 1024 * 1024  # the child's RLIMIT_DATA (its interpreter and imports: ~15 MB)
 DECODE_TIMEOUT_S = 20.0  # one body, decode and records; a child past it is killed and restarted
 RECORDS_CHUNK_BYTES = 1024 * 1024
@@ -140,7 +138,6 @@ class Decoder:
             except OSError as exc:
                 self.failure = f"cannot start the OTLP decoder ({sys.executable}): {exc.strerror or exc}"
                 raise DecoderDown(self.failure) from None
-            lower_process(self._proc.pid, "otlp-decoder (child)")  # a saturated target keeps its cores
             return self._proc
 
     def _fail(self, why: str) -> None:

@@ -8,13 +8,12 @@ on a thread that never ran).
 
 ``lower_this_thread()`` sets the calling thread's nice value (Linux keeps one per thread); a child
 process started from that thread afterwards (py-spy) inherits it, as fork(2) copies the calling
-thread's nice value, and so does a thread it starts (the OTLP receiver's request handlers).
-``lower_process`` lowers a child started elsewhere (the OTLP decoder). On a saturated host the OTLP
-receiver then answers the target's exporter late, as py-spy leaves gaps: an exporter that times out
-drops its batch (the target's side, not counted by the receiver). Only the collectors are
-lowered: the capture loop, the analysis and the live view keep their priority, so the verdict is not
-delayed; so does the probe's one ``py-spy dump`` before the capture (at nice 19 on a saturated host
-its symbol loading could outlast the probe's timeout, and py-spy would be given up). When the
+thread's nice value. Only the samplers are lowered: the process and py-spy collectors and the py-spy
+windows. The OTLP receiver and its decoder child keep their priority, as the capture loop, the
+analysis and the live view do: the target's exporter waits on each answer, and at nice 19 on a
+saturated host the answers came after the exporter's timeout and the target dropped its batches.
+The probe's one ``py-spy dump`` before the capture keeps its priority too (at nice 19 on a saturated
+host its symbol loading could outlast the probe's timeout, and py-spy would be given up). When the
 capture stops, ``restore_all()`` gives the lowered threads (and ``restore_process`` a py-spy child)
 nice 0 back, so they write their last window promptly (needs root, or an RLIMIT_NICE that allows
 it; where refused the stop simply waits its timeout, as before).
@@ -42,19 +41,6 @@ def lower_this_thread() -> str:
         _applied[threading.current_thread().name] = how
         if how == NICE_19:
             _lowered.add(threading.get_native_id())
-    return how
-
-
-def lower_process(pid: int, name: str) -> str:
-    """Lower child process ``pid`` (its main thread; threads it starts later inherit) to nice 19,
-    recorded under ``name``: for a child started from a thread that was not lowered. Never raises."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, 19)
-        how = NICE_19
-    except OSError as exc:
-        how = f"unchanged ({type(exc).__name__}: {exc})"
-    with _lock:
-        _applied[name] = how  # not restored at the stop: its pid may be another process's by then
     return how
 
 
@@ -99,5 +85,4 @@ def reset() -> None:
         _lowered.clear()
 
 
-__all__ = ["NICE_19", "applied", "lower_process", "lower_this_thread", "reset", "restore", "restore_all",
-           "restore_process"]
+__all__ = ["NICE_19", "applied", "lower_this_thread", "reset", "restore", "restore_all", "restore_process"]

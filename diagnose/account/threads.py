@@ -47,7 +47,7 @@ def _pieces(bundle: Bundle) -> tuple[list[Piece], dict[str, int]]:
     out, dropped["futex_readings_ran"] = ran_through_futex(out, usage)
     out, held_ns = outside(out, profiler_holds(bundle))
     dropped["profiler_hold_ms"] = held_ns // 1_000_000
-    return idle_loops(out), {k: v for k, v in dropped.items() if v}
+    return idle_loops(out, usage), {k: v for k, v in dropped.items() if v}
 
 
 def _value(signals: dict[str, Signal], name: str) -> float | None:

@@ -205,3 +205,21 @@ def test_unbatched_is_requests_queueing_for_the_worker_at_least_as_long_as_it_se
     assert _unbatched(sig(70.0, 25.0)) and not _unbatched(sig(24.0, 74.0, in_flight=9.0))
     assert not _unbatched(sig(70.0, 25.0, batch=8.0))  # batched: a queue, but not for want of batching
     assert not _unbatched(sig()) and _unbatched(sig(in_flight=UNBATCHED_MIN_IN_FLIGHT))  # no stage spans
+
+
+def test_an_event_loop_whose_cpu_goes_to_socket_calls_still_awaits_its_upstream():
+    """The event loop awaiting a slow upstream (a new connection per request) read no load in CI: py-spy
+    saw it running in 0.4% of its samples (the socket system calls read as idle), under the 0.5% that
+    marks a loop serving nobody, while /proc said it used 9% of a core. Its /proc CPU counts as ran."""
+    from diagnose.account.corrections import idle_loops
+    from diagnose.account.pieces import Piece
+    from diagnose.signals.threads import Reading, ThreadUsage
+
+    s = 10**9
+    loop = [Piece(1, 0, s // 250, "cpu.python"), Piece(1, s // 250, 4 * s, "await")]
+    readings = [Reading(0, "sleeping", "ep_poll", None), Reading(4 * s, "sleeping", "ep_poll", None)]
+    assert [p.kind for p in idle_loops(loop)] == ["cpu.python", "idle.work"]  # py-spy alone: serves nobody
+    busy = {1: ThreadUsage(1, cpu_s=0.36, readings=readings)}
+    assert [p.kind for p in idle_loops(loop, busy)] == ["cpu.python", "await"]
+    idle = {1: ThreadUsage(1, cpu_s=0.004, readings=readings)}  # a keep-alive loop that ran nothing
+    assert [p.kind for p in idle_loops(loop, idle)] == ["cpu.python", "idle.work"]

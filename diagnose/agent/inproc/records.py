@@ -56,8 +56,10 @@ def format_id(value: Any, hex_chars: int) -> str | None:
 
 
 def _id_bytes(text: str, hex_chars: int) -> bytes | None:
-    if text.lower().startswith("0x"):
-        text = text[2:].rjust(hex_chars, "0")
+    if text.lower().startswith("0x"):  # 0x-hex, or base64 that happens to start so ("0Xl0lLgXWOo=")
+        digits = text[2:].rjust(hex_chars, "0")
+        if len(digits) == hex_chars and _HEX.match(digits):
+            return bytes.fromhex(digits)
     if len(text) == hex_chars and _HEX.match(text):
         return bytes.fromhex(text)
     try:

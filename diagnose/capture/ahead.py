@@ -19,7 +19,6 @@ CPU: the child's, while it runs, is read from /proc (``cpu_s``) for the manifest
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -94,16 +93,17 @@ class ParseAhead:
 
     def cpu_s(self) -> float:
         """The child's CPU time so far (user + system, s) while it is not reaped (0 after: then
-        getrusage's children time holds it)."""
+        getrusage's children time holds it). Its pid stays ours until we reap it."""
+        import psutil
+
         proc = self._proc
         if proc is None or proc.returncode is not None:
             return 0.0
         try:
-            with open(f"/proc/{proc.pid}/stat", "rb") as fh:  # our own child: fields after the comm's ")"
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
+            t = psutil.Process(proc.pid).cpu_times()
+        except psutil.Error:
             return 0.0
+        return float(t.user + t.system)
 
     def finish(self) -> Ahead | None:
         """What arrived so far, for the analysis. The child is stopped (what it would still parse, the

@@ -1,7 +1,7 @@
 """The cost of being observed, side by side: the demo's served torch model (aiohttp, OpenTelemetry
 stage spans, batching model worker: `python -m diagnose.demo.server --scenario healthy`, started
 under `diagnose run`, its agent idle until attached) under a fixed load, with and without
-diagnose, conditions alternated every round.
+diagnose, conditions alternated every round (each round starting one condition later).
 
 Conditions: none | attach (external collectors: py-spy, process; --skip agent) | attach + agent
 (torch windows and spans) | agent spans only (--torch-window 0). Loads: open-loop Poisson arrivals
@@ -132,10 +132,13 @@ def bench(args, pinned: bool) -> list[str]:
         loads = {"open-loop": lambda: open_loop(url, args.seconds, args.open_fraction * capacity),
                  "closed-loop": lambda: closed_loop(url, args.seconds, args.clients, svc_cpus)}
         for load, measure in loads.items():
+            if args.load not in (None, load):
+                continue
             results: dict[str, list[dict]] = {c: [] for c in CONDITIONS}
-            for _ in range(args.rounds):
-                for name, cond in CONDITIONS.items():
-                    results[name].append(one_run(pid, cond, measure, args.seconds, diag_cpus))
+            names = list(CONDITIONS)
+            for r in range(args.rounds):  # each round starts one condition later: no condition always follows another
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    results[name].append(one_run(pid, CONDITIONS[name], measure, args.seconds, diag_cpus))
             ref = results["none"]
             head = (f"{'pinned' if pinned else 'unpinned'}, {load}"
                     + (f" at {args.open_fraction * capacity:.0f} req/s ({args.open_fraction:.0%} of {capacity:.0f})"
@@ -162,6 +165,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--open-fraction", type=float, default=0.6)
     ap.add_argument("--only", choices=["pinned", "unpinned"])
+    ap.add_argument("--load", choices=["open-loop", "closed-loop"], help="one load only (default: both)")
     args = ap.parse_args()
     print(f"ratios are condition / none, median (min-max) over rounds; diagnose CPU in % of one core; "
           f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}", flush=True)

@@ -54,6 +54,9 @@ def _create_dir(out_dir: Path, label: int | str, when: datetime) -> tuple[Path, 
         os.close(parent)
 
 
+# one encoder for every line: json.dumps with options builds a new one per call (~1.8 us of a ~3 us record)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=str)
+
 class JsonlStream:
     """An append-only JSON Lines stream; each record is flushed so a crash loses at most one line.
 
@@ -67,7 +70,7 @@ class JsonlStream:
         self.records = 0
 
     def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str)
+        line = _ENCODER.encode(record)
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()
@@ -77,7 +80,8 @@ class JsonlStream:
         """Several records in one write and one flush (a crash loses at most this batch)."""
         if not records:
             return
-        lines = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False, default=str) + "\n" for r in records)
+        encode = _ENCODER.encode
+        lines = "".join([encode(r) + "\n" for r in records])
         with self._lock:
             self._fh.write(lines)
             self._fh.flush()

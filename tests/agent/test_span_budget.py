@@ -151,6 +151,9 @@ def test_a_span_flood_is_sampled_within_the_budget_and_the_report_says_so(tmp_pa
     assert c["spans_seen"] == 2 * traces
     fraction = c["spans_keep_fraction"]
     assert fraction < 1 and c["spans_keep_history"][0][1] == 1.0 and c["spans_keep_history"][-1][1] == fraction
+    # the first review comes FIRST_DRAIN_S in, not a drain period: a backlog kept whole had built by then
+    first_fall_s = (c["spans_keep_history"][1][0] - c["spans_keep_history"][0][0]) / 1e9
+    assert first_fall_s < capture_mod.DRAIN_PERIOD_S, c["spans_keep_history"]
     assert c["spans_cpu_budget_pct"] == 100 * spanbudget.SPAN_CPU_SHARE
     assert c["spans_cpu_pct"] <= 2.5 * c["spans_cpu_budget_pct"], c  # the first backlog included
     records = [json.loads(ln) for ln in (tmp_path / SPANS.name).read_text().splitlines()]
@@ -190,9 +193,11 @@ class _CountedYields:
 
     def __init__(self) -> None:
         self.yields = 0
+        self.slept: set[float] = set()
 
     def sleep(self, s: float) -> None:
         self.yields += 1
+        self.slept.add(s)
         time.sleep(s)
 
     def __getattr__(self, name: str):
@@ -220,6 +225,8 @@ def test_spans_the_fraction_left_out_are_filtered_without_a_yield_per_batch(tmp_
     assert not session._sink.finished and session._sink.taken == queued == 12_000
     assert counted.yields <= cpu_s / capture_mod.GIL_HOLD_S, (counted.yields, cpu_s)
     assert counted.yields < queued / capture_mod.BATCH_SPANS  # not one per batch
+    # a yield sleeps: a serving loop, giving the GIL up at each system call, would hand it straight back
+    assert counted.slept == {capture_mod.YIELD_S} and capture_mod.YIELD_S > capture_mod.GIL_HOLD_S
 
 
 def test_a_drain_writes_its_spans_in_few_writes_not_one_per_batch(tmp_path, monkeypatch):

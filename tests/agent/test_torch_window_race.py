@@ -87,10 +87,39 @@ reply = runtime._agent.capture({"out_dir": ".", "duration_s": 60, "torch_window_
 assert reply["ok"], reply
 session, deadline = runtime._agent.session, time.monotonic() + 30
 while time.monotonic() < deadline and not (session._torch_windows and session._torch is not None):
-    time.sleep(0.001)  # until a window after the 2 ms probe is handed to the profiler thread
+    time.sleep(0.001)  # until a window after the probe is handed to the profiler thread
 assert session._torch is not None, "no second window"
 sys.exit(0)
 """, tmp_path)
     assert res.returncode == 0, res.stderr[-1500:]
     index = [json.loads(x) for x in (tmp_path / "torch.jsonl").read_text().splitlines()]
     assert len(index) >= 2 and all(r["error"] is None for r in index), index
+
+
+def test_the_cpu_guard_wakes_when_the_cap_could_be_reached_and_cuts_a_window_past_it(tmp_path):
+    """The guard takes the target's GIL at each wake: far from the cap it sleeps until the cap could
+    be reached at every CPU busy (it woke every 10 ms, ~25 wakes a second on average), and a window
+    whose process CPU passes the cap is still cut."""
+    res = _run(OPS + """
+import json, pathlib
+from diagnose.agent.inproc import torchthread
+from diagnose.agent.inproc.torchwin import TorchWindow
+
+class Counted(threading.Event):
+    waits = 0
+    def wait(self, timeout=None):
+        self.waits += 1
+        return super().wait(timeout)
+
+out, rows = pathlib.Path("."), []
+for seq, (window_s, cap_s) in enumerate([(0.3, 1e9), (5.0, 0.05)], 1):
+    window, ev = TorchWindow(out, seq), Counted()
+    t0 = time.monotonic()
+    rec = torchthread.THREAD.submit(lambda: window.run(window_s, cap_s, ev), "window").result(60)
+    rows.append([rec["error"], rec["cut_by_cpu"], ev.waits, time.monotonic() - t0, rec["cpu_s"]])
+print(json.dumps(rows))
+""", tmp_path)
+    assert res.returncode == 0, res.stderr[-1500:]
+    (err1, cut1, waits1, _, _), (err2, cut2, _, took2, cpu2) = json.loads(res.stdout.splitlines()[-1])
+    assert err1 is None and not cut1 and waits1 <= 3  # 0.3 s window, cap out of reach: not 30 wakes
+    assert err2 is None and cut2 and cpu2 > 0.05 and took2 < 2.5  # two threads in ops pass 0.05 s of CPU early

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from diagnose.agent.inproc.windowplan import (
+    DUTY_SHARE,
     MAX_GROWTH,
     MIN_GAP_S,
     MIN_WINDOW_S,
@@ -22,14 +23,16 @@ def test_a_probe_first_then_growth_capped_by_the_budget():
     cheap = [WindowStats(0.002, 20, 0.0005, 0.0008)]  # 0.8 ms hold: growth is capped
     nxt = next_window(cheap, 10.0, elapsed_s=0.01)
     assert nxt.window_s == pytest.approx(0.002 * MAX_GROWTH)
-    assert nxt.gap_s == pytest.approx(MIN_GAP_S)
+    # the next starts once the profiled time, that window included, is within the duty share
+    assert nxt.gap_s == pytest.approx(max(MIN_GAP_S, (0.002 + nxt.window_s) / DUTY_SHARE - 0.01 - nxt.window_s))
 
 
 def test_a_costly_window_shrinks_the_next_and_the_gap_keeps_the_share():
-    costly = [WindowStats(0.1, 5000, 0.045, 0.02)]  # 45 ms hold for 100 ms of profiling
+    costly = [WindowStats(0.1, 5000, 0.045, 0.04)]  # 45 ms hold for 100 ms of profiling
     nxt = next_window(costly, 10.0, elapsed_s=0.2)
     assert nxt.window_s == pytest.approx(0.1 * SAFETY * STALL_BUDGET_S / 0.045)
-    assert nxt.gap_s == pytest.approx(0.065 / STALL_SHARE - 0.2)  # holds over the share of time
+    assert nxt.gap_s == pytest.approx(0.085 / STALL_SHARE - 0.2)  # holds over the share of time
+    assert nxt.gap_s > (0.1 + nxt.window_s) / DUTY_SHARE - 0.2 - nxt.window_s  # here, not the duty share
     assert "5,000 events" in nxt.reason
 
 

@@ -9,19 +9,22 @@ the profiler thread when a window ends: each wake takes the GIL from the serving
 host whose CPUs are all busy each handoff waits for a CPU (it polled a running window every 50 ms).
 Writes the streams SPANS, GC, TORCH and TORCH_TRACES (diagnose/bundle/streams.py).
 
-Span work is budgeted (spanbudget.py): spans are taken in batches of BATCH_SPANS and the GIL given up
-once the capture thread has held it for GIL_HOLD_S of its CPU, for at most DRAIN_SLICE_S per wake (the
-rest waits in the queue), its CPU time measured; over SPAN_CPU_SHARE of a core the sampler keeps fewer
-traces. When the capture ends the hooks are unset at once and at most STOP_DRAIN_S is spent converting
-what is queued; the rest is discarded and counted as dropped, so the target is not left converting
-after attach returns.
+Span work is budgeted (spanbudget.py): spans are taken in batches of BATCH_SPANS and, once the
+capture thread has held the GIL for GIL_HOLD_S of its CPU, it sleeps YIELD_S, for at most
+DRAIN_SLICE_S per wake (the rest waits in the queue), its CPU time measured; over SPAN_CPU_SHARE of
+a core the sampler keeps fewer traces. The first drain comes FIRST_DRAIN_S after the start, so the
+fraction falls before the spans kept under the first one (all of them) pile up. When the capture
+ends the hooks are unset at once and at most STOP_DRAIN_S is spent converting what is queued; the
+rest is discarded and counted as dropped, so the target is not left converting after attach returns.
 
-The yield is by CPU held, not by batch: against a target that runs Python flat out, each yield costs
-the capture thread a whole switch interval (sys.getswitchinterval(), 5 ms) before it has the GIL
-again. Yielding after every batch taken, also after batches of spans the fraction had since left
-out (filtered at ~4 us a span, no conversion), moved ~13k spans/s at best: at 32k spans/s the 10k
-queued under the first fraction before the first review were still queued at the stop (7,398 of
-them, 5,376 taken in 84 yields of the 0.5 s drain, 20 ms of CPU) and ~2-5k were discarded.
+Why the yield sleeps: a serving event loop gives the GIL up at each system call, so a thread that
+only yields (``sleep(0)``) wins it back within microseconds, and a request in flight during a drain
+waited out most of the drain's CPU (2 ms holds: P99 x1.3-1.4 with spans alone, closed loop). Sleeping
+between short holds bounds what one request can wait to about GIL_HOLD_S per YIELD_S. The yield is
+by CPU held, not by batch: against a target that runs Python flat out, each yield also costs the
+capture thread a switch interval (sys.getswitchinterval(), 5 ms) before it has the GIL again, and
+yielding after every batch (also after batches the fraction had since left out, ~4 us a span, no
+conversion) moved ~13k spans/s at best.
 
 ``report()`` says, per part (torch, spans, gc), ``ok``, ``skipped`` (not requested), ``unavailable``
 or ``failed``, with the reason.
@@ -54,10 +57,12 @@ from diagnose.bundle.streams import GC, SPANS, TORCH
 
 MAX_CAPTURE_S = 3600.0
 DRAIN_PERIOD_S = 0.5
-BATCH_SPANS = 64  # taken from the queue at a time: ~1-2.4 ms converting when all are kept
-WRITE_SPANS = 512  # records converted before one write (~5 ms of conversion when all are kept)
-GIL_HOLD_S = 0.002  # the capture thread's CPU between two yields of the GIL (a kept batch converted)
-DRAIN_SLICE_S = 0.05  # the most one wake spends converting spans (wall time)
+FIRST_DRAIN_S = spanbudget.REVIEW_S  # the first drain and review: the fraction falls before a backlog builds
+BATCH_SPANS = 16  # taken from the queue at a time: ~0.1-0.2 ms converting when all are kept
+WRITE_SPANS = 64  # records converted before one write (~0.2 ms encoding them)
+GIL_HOLD_S = 0.0005  # the capture thread's CPU between two yields of the GIL
+YIELD_S = 0.002  # a yield sleeps: the serving threads get the GIL for this long, not until their next system call
+DRAIN_SLICE_S = 0.1  # the most one wake spends converting spans (wall time, yields included)
 STOP_DRAIN_S = 0.5  # the most the end of a capture spends converting what is still queued
 TORCH_STOP_WAIT_S = 10.0  # a stop waits for quiet (quiesce.py): past this the capture goes on without it
 OK, SKIPPED, UNAVAILABLE, FAILED = "ok", "skipped", "unavailable", "failed"
@@ -218,10 +223,12 @@ class CaptureSession:
 
     def _loop(self) -> None:
         deadline = time.monotonic() + self.request.duration_s
+        self._drained_at = time.monotonic() - DRAIN_PERIOD_S + FIRST_DRAIN_S
         while True:
             now = time.monotonic()
             wake = self._torch_wake()
-            timeout = min(DRAIN_PERIOD_S, max(0.0, deadline - now), max(0.0, wake - now) if wake else DRAIN_PERIOD_S)
+            timeout = min(max(0.0, self._drained_at + DRAIN_PERIOD_S - now), max(0.0, deadline - now),
+                          max(0.0, wake - now) if wake else DRAIN_PERIOD_S)
             self._wake.wait(timeout)
             self._wake.clear()
             if self._stop.is_set():
@@ -348,7 +355,7 @@ class CaptureSession:
             if budget.review(time.time_ns(), sink.seen):
                 sink.bound = budget.bound
             if t2 - held_from >= GIL_HOLD_S:
-                time.sleep(0)  # let the application's threads have the GIL
+                time.sleep(YIELD_S)  # let the application's threads have the GIL
                 held_from = time.thread_time()
             if time.monotonic() >= until:
                 break

@@ -39,6 +39,8 @@ def format_id(value: Any, hex_chars: int) -> str | None:
     Returns None for an absent or all-zero id (OTLP's "no parent"). Raises SpanRejected("bad_id")
     when the value cannot be read as an id of that size.
     """
+    if type(value) is int and 0 <= value < 1 << (4 * hex_chars):  # the SDK's ids: formatted, not copied
+        return f"{value:0{hex_chars}x}" if value else None
     if value is None or value == "" or value == b"":
         return None
     nbytes = hex_chars // 2
@@ -103,8 +105,19 @@ def bound_events(events: Iterable[tuple[str, int | None, Mapping[str, Any] | Non
     return out
 
 
+def _spellings(names: tuple[str, ...], enum: str, otlp: str) -> dict[str, str]:
+    """The spellings of each name the SDK and OTLP give, looked up before the general reading."""
+    return {spelled: n for n in names for spelled in (n, n.upper(), f"{enum}.{n.upper()}", f"{otlp}{n.upper()}")}
+
+
+_KIND_NAMES = _spellings(KINDS, "SpanKind", "SPAN_KIND_")
+_STATUS_NAMES = _spellings(STATUSES, "StatusCode", "STATUS_CODE_")
+
+
 def norm_kind(kind: Any) -> str:
     """'SpanKind.SERVER', 'SPAN_KIND_SERVER', 2 (OTLP enum) or 'server' -> 'server'."""
+    if type(kind) is str and kind in _KIND_NAMES:
+        return _KIND_NAMES[kind]
     if isinstance(kind, int):
         # OTLP enum: 0 unspecified, 1 internal, 2 server, 3 client, 4 producer, 5 consumer
         return KINDS[kind - 1] if 1 <= kind <= 5 else "internal"
@@ -114,6 +127,8 @@ def norm_kind(kind: Any) -> str:
 
 def norm_status(code: Any) -> str:
     """'StatusCode.ERROR', 'STATUS_CODE_ERROR', 2 or 'error' -> 'error'."""
+    if type(code) is str and code in _STATUS_NAMES:
+        return _STATUS_NAMES[code]
     if isinstance(code, int):
         return STATUSES[code] if 0 <= code <= 2 else "unset"
     text = str(code or "").rsplit(".", 1)[-1].lower().replace("status_code_", "")

@@ -34,7 +34,7 @@ from diagnose.bundle.streams import TORCH_TRACES
 MAX_WINDOW_S = 60.0
 DEFAULT_WINDOW_S = 10.0
 YIELD_S = 0.01  # between the profiler's stop and the export
-GUARD_PERIOD_S = 0.01  # how often a running window's CPU is checked (windowplan.cpu_cap_s)
+GUARD_PERIOD_S = 0.01  # how often a running window's CPU is checked near its cap (windowplan.cpu_cap_s)
 QUIET_REPORT_S = 1.0  # how often a stop still waiting for quiet updates ``waiting_for``
 AGENT_THREADS = "diagnose-agent"  # name prefix of the agent's own threads: they run no torch op
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -76,16 +76,21 @@ class TorchWindow:
             before_pause: Any = None) -> dict[str, Any]:
         """The whole window on the calling thread (the profiler thread, torchthread.py): start,
         record for ``window_s`` (s) or until ``end_early`` is set or the target's process CPU time
-        during the window passes ``cpu_cap_s`` (s; checked every GUARD_PERIOD_S: an idle service
-        that got busy would outgrow the hold budget), then ``stop``. Returns the TORCH record with
-        ``cpu_s`` (the target's CPU during the window) and ``cut_by_cpu``. Raises RuntimeError when
-        the profiler does not start."""
+        during the window passes ``cpu_cap_s`` (s; checked when it could have, and every
+        GUARD_PERIOD_S near it: an idle service that got busy would outgrow the hold budget), then
+        ``stop``. Returns the TORCH record with ``cpu_s`` (the target's CPU during the window) and
+        ``cut_by_cpu``. Raises RuntimeError when the profiler does not start."""
         self.start()
         cpu0, end, cut = time.process_time(), time.monotonic() + window_s, False
-        while not end_early.wait(max(0.0, min(GUARD_PERIOD_S, end - time.monotonic()))):
+        cpus = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        left_s = cpu_cap_s
+        # the process's CPU grows at most ``cpus`` s a second: the guard wakes (taking the GIL) only
+        # when the cap could have been reached, and at least every GUARD_PERIOD_S near it
+        while not end_early.wait(max(0.0, min(max(GUARD_PERIOD_S, left_s / cpus), end - time.monotonic()))):
             if time.monotonic() >= end:
                 break
-            if time.process_time() - cpu0 > cpu_cap_s:
+            left_s = cpu_cap_s - (time.process_time() - cpu0)
+            if left_s < 0:
                 cut = True
                 break
         cpu_s = time.process_time() - cpu0

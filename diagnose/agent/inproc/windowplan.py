@@ -40,8 +40,8 @@ DUTY_SHARE = 0.01
 ops (a 4x64 matmul, add, relu), 1.06x for a 256x1024x1024 matmul. A target whose CPU is all in such
 ops loses share x (slowdown - 1) / (1 + share x (slowdown - 1)) of its throughput. The requests served
 while a window is on are the slowest ones: at 5% (1.7% in effect, the holds bounding it) they were a
-closed loop's P99, 1.5-1.7x the reference; at 1% they stay near the edge of it (1.3x,
-benchmarks/overhead.py)."""
+closed loop's P99, 1.5-1.6x the reference; at 1% it was 1.25-1.43x in five runs (benchmarks/overhead.py,
+docs/measured.md)."""
 SPREAD_WINDOWS = 8  # the duty budget of a capture in about this many windows, evenly apart
 DEFAULT_EVENTS_PER_CPU_S = 100_000.0  # until a window measured it (the llm demo decoding: ~55k per CPU-s)
 DEFAULT_HOLD_PER_EVENT_S = 30e-6  # the larger hold per event until measured (8-27 us to stop, 6-11 to export)

@@ -128,6 +128,21 @@ class KernelTimeline:
         best = min((j for j in (i - 1, i) if 0 <= j < len(times)), key=lambda j: abs(times[j] - t_ns))
         return self._threads[tid].readings[best] if abs(times[best] - t_ns) <= tolerance_ns else None
 
+    def stopped_through(self, tid: int, lo_ns: int, hi_ns: int) -> bool:
+        """True when the thread's readings in [lo_ns, hi_ns] and the nearest one on each side (where
+        there is one) all found it stopped (state T/t), and there is one inside or one on each side.
+        A stopped thread stays stopped until continued, and py-spy shows its frozen stack as one long
+        segment: on a busy host the /proc readings (nice 19) leave gaps of 0.4-0.6 s, the segment's
+        middle can lie outside ``at``'s tolerance, and the frozen stack was read as work."""
+        times = self._t.get(tid)
+        if not times:
+            return False
+        inside_from, after = bisect.bisect_left(times, lo_ns), bisect.bisect_right(times, hi_ns)
+        if inside_from == after and (inside_from == 0 or after == len(times)):
+            return False  # nothing inside, and a side without a reading: it may have been continued
+        readings = self._threads[tid].readings[max(0, inside_from - 1):after + 1]
+        return all(r.cls == "stopped" for r in readings)
+
 
 def bundle_thread_usage(bundle: Bundle) -> dict[int, ThreadUsage]:
     """thread_usage of a bundle's process readings (time-ordered), computed once per bundle."""

@@ -246,3 +246,23 @@ def test_a_process_cpu_counter_that_goes_backwards_is_no_reading(tmp_path):
     assert res.returncode == 0, res.stderr
     sig = json.loads(res.stdout)["signals"]["cpu.process_util_pct"]
     assert sig["value"] is None and "went backwards" in sig["reason"], sig
+
+
+def test_a_frozen_stack_between_sparse_readings_is_stopped_not_a_lock_wait():
+    """On a busy host the /proc readings (nice 19) of a SIGSTOPped target came 0.4-0.6 s apart, and
+    py-spy's one 1.8 s segment of its frozen stack had no reading near its middle: it read as
+    "waiting on a lock" (tests above, 3 runs in 5 under four busy loops)."""
+    from diagnose.signals.threads import KernelTimeline, Reading, ThreadUsage
+
+    def usage(*readings: tuple[int, str]) -> ThreadUsage:
+        return ThreadUsage(7, readings=[Reading(t * 10**6, cls, None, None) for t, cls in readings])
+
+    gaps = KernelTimeline({7: usage((0, "stopped"), (100, "stopped"), (200, "stopped"), (800, "stopped"),
+                                    (1500, "stopped"), (2000, "stopped"))})
+    assert gaps.at(7, 1150 * 10**6, 60 * 10**6) is None  # the segment's middle: no reading near
+    assert gaps.stopped_through(7, 10 * 10**6, 1900 * 10**6)
+    continued = KernelTimeline({7: usage((0, "stopped"), (100, "stopped"), (200, "stopped"), (900, "running"),
+                                         (2000, "stopped"))})
+    assert not continued.stopped_through(7, 10 * 10**6, 1900 * 10**6)  # one reading found it running
+    assert not gaps.stopped_through(7, 2100 * 10**6, 2900 * 10**6)  # after the last reading: unknown
+    assert not gaps.stopped_through(8, 0, 10**9)  # no readings of that thread

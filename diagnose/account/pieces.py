@@ -200,9 +200,9 @@ def segment_pieces(bundle: Bundle, usage: dict[int, ThreadUsage]) -> tuple[list[
             if hi <= lo or hi - lo > MAX_SEGMENT_NS:
                 continue
             reading = kernel.at(seg.tid, (lo + hi) // 2, KERNEL_TOLERANCE_NS)
-            stopped = reading.cls == STOPPED if reading is not None else kernel.stopped_through(seg.tid, lo, hi)
             # a frozen stack is not what it shows (in blocking mode py-spy's own ptrace stops read "t")
-            if stopped and not w.record.blocking:
+            if not w.record.blocking and (reading.cls == STOPPED if reading is not None
+                                          else kernel.stopped_through(seg.tid, lo, hi)):
                 out.append(Piece(seg.tid, lo, hi, STOPPED))
                 continue
             cat = resolve_io(stack_category(bundle, seg.frames, sources), reading)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from diagnose.bundle.counters import cpu_since, thread_cpu_s
 from diagnose.catalogs.frames import WAIT_CHANNELS
+from diagnose.model import STOPPED
 
 if TYPE_CHECKING:
     from diagnose.bundle import Bundle
@@ -26,7 +27,7 @@ def wait_class(state: str | None, wchan: str | None) -> str:
     if state == "R":
         return "running"
     if state in ("T", "t"):
-        return "stopped"
+        return STOPPED
     if state == "D":
         return "io_wait"
     if wchan:
@@ -141,7 +142,7 @@ class KernelTimeline:
         if inside_from == after and (inside_from == 0 or after == len(times)):
             return False  # nothing inside, and a side without a reading: it may have been continued
         readings = self._threads[tid].readings[max(0, inside_from - 1):after + 1]
-        return all(r.cls == "stopped" for r in readings)
+        return all(r.cls == STOPPED for r in readings)
 
 
 def bundle_thread_usage(bundle: Bundle) -> dict[int, ThreadUsage]:

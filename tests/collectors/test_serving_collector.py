@@ -233,11 +233,23 @@ def test_a_page_without_engine_metrics_is_unavailable(workload, tmp_path):
     assert not b.has(SERVING.name)
 
 
+def _close_after_scrapes(live: Live, out, scrapes: int) -> None:
+    """Close the engine once the capture under ``out`` recorded ``scrapes`` scrapes (its stream is
+    flushed as it goes): a fixed delay raced the probe's own on a loaded host (one scrape, no rate)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        written = [ln for f in out.glob(f"*/{SERVING.name}") for ln in f.read_text().splitlines()]
+        if sum('"scrape"' in ln for ln in written) >= scrapes:
+            break
+        time.sleep(0.02)
+    live.close()
+
+
 def test_an_engine_that_goes_away_leaves_a_partial_record(workload, tmp_path):
     proc = workload("idle_parent")
     live = Live("sglang")
-    threading.Thread(target=lambda: (time.sleep(1.2), live.close()), daemon=True).start()
-    b = Bundle.open(capture(proc.pid, tmp_path, (ServingMetricsCollector(),), duration_s=2.2,
+    threading.Thread(target=_close_after_scrapes, args=(live, tmp_path, 2), daemon=True).start()
+    b = Bundle.open(capture(proc.pid, tmp_path, (ServingMetricsCollector(),), duration_s=3.2,
                             metrics_url=live.url))
     st = b.collectors["serving"]
     assert st.state.value == "partial" and "cannot reach" in st.reason and st.counts["errors"] >= 1

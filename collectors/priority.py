@@ -1,4 +1,5 @@
-"""Collectors run at nice 19, so a saturated target keeps its cores.
+"""Collectors run at nice 19, so a saturated target keeps its cores (and, as root, the analysis
+imports made during the capture: diagnose/pipeline.py).
 
 py-spy (the largest cost) and the collector threads are lowered to nice 19: a CPU-bound thread at
 nice 0 then gets about 98.5% of a core it shares with one of them (CFS weights 1024 against 15,
@@ -29,14 +30,17 @@ _lowered: set[int] = set()  # native thread ids lowered and not yet restored
 _lock = threading.Lock()
 
 
-def lower_this_thread() -> str:
+def lower_this_thread(record: bool = True) -> str:
     """Lower the calling thread to nice 19; returns what it got (or why it kept its priority).
+    ``record``: for the manifest and ``restore_all`` (a sampler); the caller restores it otherwise.
     Never raises."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # Linux: per thread
         how = NICE_19
     except (AttributeError, OSError) as exc:
         how = f"unchanged ({type(exc).__name__}: {exc})"
+    if not record:
+        return how
     with _lock:
         _applied[threading.current_thread().name] = how
         if how == NICE_19:

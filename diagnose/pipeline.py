@@ -180,10 +180,20 @@ def attach(request: AttachRequest, view: CaptureView, signals: StopSignals | Non
     return _attach(request, view, signals)
 
 
-def _import_analysis() -> None:
-    """Import the analysis and the renderers (numpy, msgspec, the signal sources, the rules: ~0.7 s
-    of CPU on this 2-core VM, most of the time to verdict of a capture that did not pre-import
-    them). Not named ``diagnose-*``: the overhead budget meters the collector threads only."""
+def _import_analysis(lowered: list[int]) -> None:
+    """Import the analysis and the renderers (numpy, msgspec, the signal sources, the rules: ~0.3 s
+    of CPU with bytecode on this 2-core VM, most of the time to verdict of a capture that did not
+    pre-import them). Not named ``diagnose-*``: the overhead budget meters the collector threads only.
+
+    As root, at nice 19 like the samplers (a saturated target keeps its cores; ``lowered`` gets the
+    thread id, and the analysis gives it nice 0 back before it imports anything itself). Not as
+    another user: nice 19 cannot be undone there, and the analysis would wait on the import lock of a
+    thread starved by the target."""
+    if os.geteuid() == 0:
+        from diagnose.collectors.priority import NICE_19, lower_this_thread
+
+        if lower_this_thread(record=False) == NICE_19:
+            lowered.append(threading.get_native_id())
     import diagnose.account  # noqa: F401
     import diagnose.render.markdown  # noqa: F401
     import diagnose.verdict.analyze  # noqa: F401
@@ -194,6 +204,7 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
     from diagnose.capture.attach_lock import AttachLock
     from diagnose.capture.session import Capture
     from diagnose.capture.target import resolve_target
+    from diagnose.collectors.priority import restore
 
     target = resolve_target(request.pid)
     finished: list[Report] = []
@@ -210,6 +221,8 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
     def finish(result: CaptureResult) -> Report:  # once, whoever asks first (view or here)
         captured()
         if not finished:
+            for tid in lowered:  # the imports, if still running, get a core now: the analysis needs them
+                restore(tid)
             source = result.source()
             if source != result.bundle_path:
                 import sys
@@ -231,7 +244,8 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
         return finished[0]
 
     os.umask(0o077)  # every file the capture (and py-spy) writes is private to the user
-    warm = threading.Thread(target=_import_analysis, name="analysis-imports", daemon=True)
+    lowered: list[int] = []
+    warm = threading.Thread(target=_import_analysis, args=(lowered,), name="analysis-imports", daemon=True)
     warm.start()  # while the capture runs: the verdict after its end does not wait for them
     ahead = ParseAhead(request.overrides)  # windows and traces parsed as they arrive (capture/ahead.py)
     try:

@@ -54,3 +54,47 @@ def test_a_stopping_capture_gives_lowered_threads_their_priority_back():
     resume.set()
     t.join(30)
     assert seen["after"] == (os.SCHED_OTHER, 0)
+
+
+def _imports_in_a_thread(lowered: list[int], then_restore: bool) -> dict[str, tuple[int, int]]:
+    from diagnose import pipeline
+
+    done, resume = threading.Event(), threading.Event()
+    seen: dict[str, tuple[int, int]] = {}
+
+    def imports() -> None:
+        pipeline._import_analysis(lowered)
+        seen["imports"] = _policy_and_nice(threading.get_native_id())
+        done.set()
+        resume.wait(30)
+        seen["after"] = _policy_and_nice(threading.get_native_id())
+
+    t = threading.Thread(target=imports, name="analysis-imports")
+    t.start()
+    done.wait(60)
+    if then_restore:
+        for tid in lowered:  # what the capture's finish does before it analyses
+            priority.restore(tid)
+    resume.set()
+    t.join(30)
+    return seen
+
+
+def test_as_root_the_analysis_imports_run_at_nice_19_until_the_analysis_needs_them():
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("only root can give a thread nice 0 back (the branch other users take is tested below)")
+    lowered: list[int] = []
+    seen = _imports_in_a_thread(lowered, then_restore=True)
+    assert len(lowered) == 1
+    assert seen["imports"] == (os.SCHED_OTHER, 19) and seen["after"] == (os.SCHED_OTHER, 0)
+    assert "analysis-imports" not in priority.applied()  # not a sampler: not in the manifest's list
+
+
+def test_as_another_user_the_analysis_imports_keep_their_priority(monkeypatch):
+    """nice 19 cannot be undone without privilege: the analysis would wait on a starved import."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    lowered: list[int] = []
+    seen = _imports_in_a_thread(lowered, then_restore=False)
+    assert lowered == [] and seen["imports"] == (os.SCHED_OTHER, 0)

@@ -221,8 +221,9 @@ def _attach(request: AttachRequest, view: CaptureView, signals: StopSignals) -> 
     def finish(result: CaptureResult) -> Report:  # once, whoever asks first (view or here)
         captured()
         if not finished:
-            for tid in lowered:  # the imports, if still running, get a core now: the analysis needs them
-                restore(tid)
+            if warm.is_alive():  # the imports get a core now: the analysis needs them (a thread id
+                for tid in lowered:  # is only ever given back while its thread runs: ids are reused)
+                    restore(tid)
             source = result.source()
             if source != result.bundle_path:
                 import sys

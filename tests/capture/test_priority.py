@@ -6,6 +6,8 @@ import os
 import subprocess
 import threading
 
+import pytest
+
 from diagnose.collectors import priority
 
 
@@ -82,8 +84,6 @@ def _imports_in_a_thread(lowered: list[int], then_restore: bool) -> dict[str, tu
 
 def test_as_root_the_analysis_imports_run_at_nice_19_until_the_analysis_needs_them():
     if os.geteuid() != 0:
-        import pytest
-
         pytest.skip("only root can give a thread nice 0 back (the branch other users take is tested below)")
     lowered: list[int] = []
     seen = _imports_in_a_thread(lowered, then_restore=True)

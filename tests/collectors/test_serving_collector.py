@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -233,7 +234,7 @@ def test_a_page_without_engine_metrics_is_unavailable(workload, tmp_path):
     assert not b.has(SERVING.name)
 
 
-def _close_after_scrapes(live: Live, out, scrapes: int) -> None:
+def _close_after_scrapes(live: Live, out: Path, scrapes: int) -> None:
     """Close the engine once the capture under ``out`` recorded ``scrapes`` scrapes (its stream is
     flushed as it goes): a fixed delay raced the probe's own on a loaded host (one scrape, no rate)."""
     deadline = time.monotonic() + 30

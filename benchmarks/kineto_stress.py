@@ -14,10 +14,11 @@ Targets (tests/workloads/torch_small_ops.py under `diagnose run`, agent idle unt
 
 Each attach records up to 16 windows (window plan, agent/inproc/windowplan.py). Prints, per target,
 attaches, windows recorded, windows that failed (with their reasons) and target deaths (killed by a
-signal, or an exit status other than 0), with the target's last stderr line for each death. Exit
-status 1 when any target died.
+signal, an exit status other than 0, or hung: still running long past its end, its stacks dumped),
+with the target's last stderr line for each death. Exit status 1 when any target died.
 
     python benchmarks/kineto_stress.py [--attaches 8] [--exits 6] [--duration 20] [--direct-procs 20]
+                                       [--direct-parallel 4]
 """
 from __future__ import annotations
 
@@ -162,20 +163,52 @@ for t in workers:
 
 
 def direct(args: argparse.Namespace, out: Path) -> Tally:
-    tally = Tally()
-    for n in range(args.direct_procs):
-        work = out / f"direct-{n}"
-        work.mkdir()
-        res = subprocess.run([sys.executable, "-c", DIRECT, str(args.direct_windows), str(work)],
-                             capture_output=True, text=True, timeout=600, cwd=REPO)
-        tally.attaches += 1
-        tally.windows += res.stdout.count("OK")
-        tally.failed += ["window error"] * res.stdout.count("ERROR")
-        if res.returncode != 0:
-            lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("USDT:")]
-            name = signal.Signals(-res.returncode).name if res.returncode < 0 else f"exit status {res.returncode}"
-            tally.deaths.append(f"direct process {n}: {name} after {res.stdout.count('OK')} windows; "
-                                f"stderr: {lines[-1][:200] if lines else ''}")
+    """``--direct-procs`` processes, ``--direct-parallel`` at a time: on 2 cores, 4 at once hung 3 of
+    4 within 300 windows before quiesce.current_frames (python/cpython#106883), one at a time none."""
+    tally, lock = Tally(), threading.Lock()
+    todo = iter(range(args.direct_procs))
+
+    def worker() -> None:
+        for n in todo:  # next() on a shared iterator is atomic under the GIL
+            one = direct_process(n, args.direct_windows, out)
+            with lock:
+                tally.attaches += 1
+                tally.windows += one.windows
+                tally.failed += one.failed
+                tally.deaths += one.deaths
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, args.direct_parallel))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return tally
+
+
+def direct_process(n: int, windows: int, out: Path) -> Tally:
+    """One process of back-to-back windows. A target still running 60 s + 2 s a window after its
+    start is hung: its stacks are dumped (py-spy) and it is killed, counted as a death."""
+    tally, work = Tally(), out / f"direct-{n}"
+    work.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", DIRECT, str(windows), str(work)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        stdout, stderr = proc.communicate(timeout=60 + 2 * windows)
+    except subprocess.TimeoutExpired:
+        stacks = subprocess.run(["py-spy", "dump", "--native", "--pid", str(proc.pid)], capture_output=True,
+                                text=True).stdout
+        proc.kill()
+        stdout, _ = proc.communicate()
+        tally.deaths.append(f"direct process {n}: hung after {stdout.count('OK')} windows (killed); "
+                            f"its stacks:\n{stacks}")
+        return tally
+    tally.windows += stdout.count("OK")
+    tally.failed += ["window error"] * stdout.count("ERROR")
+    if proc.returncode != 0:
+        lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("USDT:")]
+        name = signal.Signals(-proc.returncode).name if proc.returncode < 0 else f"exit status {proc.returncode}"
+        tally.deaths.append(f"direct process {n}: {name} after {stdout.count('OK')} windows; "
+                            f"stderr: {lines[-1][:200] if lines else ''}")
     return tally
 
 
@@ -186,6 +219,7 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=20.0, help="capture seconds per attach")
     p.add_argument("--direct-procs", type=int, default=20, help="processes of back-to-back windows")
     p.add_argument("--direct-windows", type=int, default=30, help="windows per direct process")
+    p.add_argument("--direct-parallel", type=int, default=4, help="direct processes at a time")
     p.add_argument("--only", choices=["ops", "churn", "exits", "direct"], help="run one target only")
     args = p.parse_args()
     t0 = time.monotonic()

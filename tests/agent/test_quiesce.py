@@ -165,3 +165,54 @@ def test_the_wait_is_bounded_and_names_the_thread_it_waited_for():
     t.join(5)
     assert not quiet.ok and len(quiet.left) == 1 and quiet.left[0].startswith("stuck-worker at "), quiet
     assert __file__ in quiet.left[0]
+
+
+GC_RACE = """
+import gc, sys, threading, time
+from diagnose.agent.inproc.quiesce import current_frames
+frames_of = {"agent": current_frames, "raw": sys._current_frames}[sys.argv[1]]
+go, ran = threading.Event(), []
+
+class ReleasesTheGil:  # in a reference cycle: only a collection finalizes it
+    def __del__(self):
+        ran.append(threading.current_thread().name)
+        go.set()  # the other thread returns now and, exiting, takes the runtime's thread-list lock
+        time.sleep(0.3)  # released GIL, as a torch tensor's finalizer releases it
+
+exits = threading.Thread(target=go.wait, name="exits")
+exits.start()
+gc.disable()
+cycle = ReleasesTheGil()
+cycle.self = cycle
+del cycle
+gc.set_threshold(1)  # the next tracked allocation collects: one of the frame objects built in the call
+gc.enable()
+frames = frames_of()
+assert gc.isenabled() and gc.get_threshold()[0] == 1
+gc.collect()
+exits.join()
+print(len(frames), ran)
+"""
+
+
+def test_current_frames_cannot_hang_the_target_when_a_collection_releases_the_gil():
+    """python/cpython#106883 (3.11): a collection inside sys._current_frames() whose finalizer
+    releases the GIL, while a thread exits, hung the target forever (3 of 4 targets within 300
+    torch windows beside threads that start and end). ``raw`` runs the same script on the bare call:
+    on 3.11 it hangs, which shows this test reaches the collection inside the call."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    def run(frames_of: str, timeout_s: float) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", GC_RACE, frames_of], capture_output=True, text=True,
+                              timeout=timeout_s, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+    res = run("agent", 60)
+    assert res.returncode == 0, res.stderr[-1500:]
+    count, ran = res.stdout.split(" ", 1)
+    assert int(count) >= 2 and "MainThread" in ran  # the finalizer ran, after the call, on this thread
+    if sys.version_info < (3, 12):
+        with pytest.raises(subprocess.TimeoutExpired):
+            run("raw", 3)

@@ -65,6 +65,7 @@ class _Stuck(ThreadedCollector):
     def __init__(self) -> None:
         super().__init__()
         self.release = threading.Event()
+        self.reading = threading.Event()
 
     def probe(self, target, options):  # pragma: no cover - not used: started directly
         raise NotImplementedError
@@ -76,6 +77,7 @@ class _Stuck(ThreadedCollector):
         return {"records": 1}
 
     def tick(self) -> bool:
+        self.reading.set()
         self.release.wait(30)
         return False
 
@@ -85,6 +87,7 @@ def test_stop_does_not_wait_for_a_stuck_reading_and_says_partial():
     c = _Stuck()
     c.start(None, None, None)  # type: ignore[arg-type]
     try:
+        assert c.reading.wait(30)  # a stop before the first reading began would rightly say OK
         t0 = time.monotonic()
         st = c.stop(0.3)
         assert time.monotonic() - t0 < 1.0

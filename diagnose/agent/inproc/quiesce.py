@@ -20,6 +20,7 @@ selector). Anything else is waited for. Standard library only (runs inside the t
 from __future__ import annotations
 
 import dis
+import gc
 import sys
 import sysconfig
 import threading
@@ -70,12 +71,12 @@ def wait_quiet(timeout_s: float, exclude: Iterable[int] = ()) -> Quiet:
     ``timeout_s`` (s) passed. Never raises for a thread that exits meanwhile."""
     t0 = time.monotonic()
     skip = {threading.get_ident(), *exclude}
-    pending = {ident: p for ident, frame in sys._current_frames().items()
+    pending = {ident: p for ident, frame in current_frames().items()
                if ident not in skip and (p := _pending(ident, frame, t0)) is not None}
     cleared: dict[str, int] = {}
     while True:
         now = time.monotonic()
-        frames = sys._current_frames()
+        frames = current_frames()
         for ident in list(pending):
             reason = _cleared(pending[ident], frames.get(ident), now)
             if reason:
@@ -84,6 +85,24 @@ def wait_quiet(timeout_s: float, exclude: Iterable[int] = ()) -> Quiet:
         if not pending or now - t0 >= timeout_s:
             return Quiet(round(now - t0, 6), tuple(_where(p) for p in pending.values()), cleared)
         time.sleep(POLL_S)
+
+
+def current_frames() -> dict[int, types.FrameType]:
+    """``sys._current_frames()`` with the cyclic GC off during the call.
+
+    On CPython 3.11 the call holds the runtime's thread-list lock while it allocates frame objects.
+    An allocation can start a collection, and a finalizer it runs may release the GIL (a torch
+    tensor's does); a thread that exits meanwhile takes the GIL, then waits for that lock, and the
+    whole target hangs (python/cpython#106883; 3.12+ collects only between bytecodes). It hung 3 of
+    4 targets running 300 windows each beside threads that start and end. The target's own GC setting
+    is kept; only a thread switch between the two calls here could let it change in between."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _pending(ident: int, frame: types.FrameType | None, now: float) -> _Pending | None:
@@ -239,4 +258,4 @@ def _static_attr(obj: object, attr: str) -> object:
         return None
 
 
-__all__ = ["POLL_S", "QUIET_S", "Quiet", "callee_path", "wait_quiet"]
+__all__ = ["POLL_S", "QUIET_S", "Quiet", "callee_path", "current_frames", "wait_quiet"]

@@ -35,6 +35,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose.collectors.pyspy import find_pyspy
+
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = REPO / "tests" / "workloads" / "torch_small_ops.py"
 
@@ -65,6 +67,14 @@ def start(*args: str) -> tuple[subprocess.Popen, deque[str]]:
     return proc, err
 
 
+def dump_stacks(pid: int) -> str:
+    """Every thread's stack, native frames included, of a hung target (py-spy dump)."""
+    py_spy = find_pyspy()
+    if py_spy is None:
+        return "(no py-spy to dump its stacks)"
+    return subprocess.run([py_spy, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True).stdout
+
+
 def attach(pid: int, duration: float, out: Path, tally: Tally) -> None:
     res = subprocess.run([sys.executable, "-m", "diagnose", "attach", str(pid), "--duration", str(duration),
                           "--torch-window", "60", "--out", str(out), "--no-tui"],
@@ -88,8 +98,7 @@ def ended(proc: subprocess.Popen, err: deque[str], tally: Tally, what: str) -> N
         rc = proc.wait(60)
     except subprocess.TimeoutExpired:
         # `diagnose run` execs the command: its pid is the target's
-        stacks = subprocess.run(["py-spy", "dump", "--native", "--pid", str(proc.pid)], capture_output=True,
-                                text=True).stdout
+        stacks = dump_stacks(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         tally.deaths.append(f"{what}: did not exit within 60 s (killed); its stacks:\n{stacks}")
@@ -195,8 +204,7 @@ def direct_process(n: int, windows: int, out: Path) -> Tally:
     try:
         stdout, stderr = proc.communicate(timeout=60 + 2 * windows)
     except subprocess.TimeoutExpired:
-        stacks = subprocess.run(["py-spy", "dump", "--native", "--pid", str(proc.pid)], capture_output=True,
-                                text=True).stdout
+        stacks = dump_stacks(proc.pid)
         proc.kill()
         stdout, _ = proc.communicate()
         tally.deaths.append(f"direct process {n}: hung after {stdout.count('OK')} windows (killed); "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from diagnose.agent.inproc.windowplan import DUTY_SHARE, STALL_BUDGET_S  # standard library only
 from diagnose.cli.common import DURATION
 
 
@@ -69,8 +70,8 @@ def capture_options(f):
         click.option("--no-tui", is_flag=True, help="Headless: no live progress line."),
         click.option("--torch-window", type=click.FloatRange(0.0, 60.0), default=10.0, show_default=True,
                      help="Agent: torch profiled time (s), in bounded windows spread through the capture, "
-                     "at most 5% of it (the profiler slows every op while on), each stop and export holding "
-                     "the target <= 50 ms; 0 = none."),
+                     f"at most {DUTY_SHARE:.0%} of it (the profiler slows every op while on), each stop and "
+                     f"export holding the target <= {STALL_BUDGET_S * 1e3:.0f} ms; 0 = none."),
         click.option("--inject", is_flag=True,
                      help="Load the agent into a target without one (Python >= 3.14, sys.remote_exec)."),
         click.option("--otlp-listen", metavar="HOST:PORT", callback=check_otlp_listen,

@@ -94,7 +94,7 @@ def part_costs(n: int) -> dict[str, float]:
 def _part_costs(n: int) -> dict[str, float]:
     provider = TracerProvider()
     tracer = provider.get_tracer("bench")
-    proc = agent_spans._processor_class()()
+    proc = agent_spans.new_processor()
     live = [tracer.start_span("stage", attributes={"a": 1, "b": "x"}) for _ in range(n)]
     for s in live:
         s.end()
@@ -215,7 +215,7 @@ def request_costs(seconds_per_condition: float) -> tuple[dict[str, Tally], float
     had ``seconds_per_condition`` of this thread's CPU. Returns the tallies, the capture session's
     span work (s CPU on its thread) and its final keep fraction."""
     provider_ref, provider = TracerProvider(), TracerProvider()
-    provider.add_span_processor(agent_spans._processor_class()())
+    provider.add_span_processor(agent_spans.new_processor())
     agent_spans.HOOKS.bridge = Bridge(None)
     kept, out = agent_spans.SpanSink(), agent_spans.SpanSink()
     out.bound = 0

@@ -42,7 +42,7 @@ class SeededIds(IdGenerator):
 
 def _provider(seed: int | None = None) -> TracerProvider:
     provider = TracerProvider(id_generator=SeededIds(seed)) if seed is not None else TracerProvider()
-    provider.add_span_processor(span_hooks._processor_class()())
+    provider.add_span_processor(span_hooks.new_processor())
     return provider
 
 

@@ -19,7 +19,7 @@ from diagnose.agent.inproc.spanbudget import KEEP_ALL
 
 def _provider() -> TracerProvider:
     provider = TracerProvider()
-    provider.add_span_processor(span_hooks._processor_class()())
+    provider.add_span_processor(span_hooks.new_processor())
     return provider
 
 
@@ -76,7 +76,7 @@ def test_span_record_of_a_readable_span_is_the_record_of_its_entry():
     provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    provider.add_span_processor(span_hooks._processor_class()())
+    provider.add_span_processor(span_hooks.new_processor())
     sink = span_hooks.SpanSink()
     span_hooks.HOOKS.sink = sink
     try:
@@ -162,3 +162,34 @@ def test_spans_are_mirrored_while_a_torch_window_runs_and_forgotten_after():
         assert "stage" in {e.key for e in prof.key_averages()}
     finally:
         span_hooks.HOOKS.bridge = None
+
+
+def test_the_processor_hands_spans_straight_to_the_sink_only_while_nothing_is_mirrored():
+    """spans.rebind: during a capture with an idle bridge the SDK calls the sink's own methods (one
+    Python call a hook, half the capture's hook cost in benchmarks/agent_hook_cost.py); a torch
+    window's mirror, an NVTX bridge or the capture's end puts the processor's methods back, and
+    every span still lands in the sink."""
+    provider = _provider()
+    processor = span_hooks._processors[-1]
+    sink = span_hooks.SpanSink()
+    sink.bound = KEEP_ALL
+    bridge = Bridge(None)
+    span_hooks.HOOKS.bridge = bridge
+    try:
+        assert "on_end" not in vars(processor)  # no capture: the class's methods
+        span_hooks.HOOKS.sink = sink
+        assert processor.on_start == sink.started and processor.on_end == sink.ended
+        _one_request(provider)
+        bridge.torch_on = True  # a torch window runs: spans are mirrored, through the class's methods
+        assert "on_start" not in vars(processor) and "on_end" not in vars(processor)
+        _one_request(provider)
+        bridge.torch_on = False
+        assert processor.on_end == sink.ended
+        _one_request(provider)
+        span_hooks.HOOKS.bridge = Bridge(object())  # NVTX: every span is mirrored
+        assert "on_end" not in vars(processor)
+    finally:
+        span_hooks.HOOKS.sink = None
+        span_hooks.HOOKS.bridge = None
+    assert "on_start" not in vars(processor) and "on_end" not in vars(processor)
+    assert len(sink.finished) == 6 and not sink.open and sink.seen == 6

@@ -23,6 +23,7 @@ class Bridge:
         self.nvtx = nvtx_module
         self.active = nvtx_module is not None  # whether a span starting now is mirrored
         self._torch_on = False
+        self.on_change: Any = None  # called after ``active`` changed (spans.rebind)
         self.open: dict[int, tuple[Any, Any]] = {}  # span id -> (NVTX handle, record_function): exit() pops
         self._lock = threading.Lock()
 
@@ -34,6 +35,8 @@ class Bridge:
     def torch_on(self, on: bool) -> None:
         self._torch_on = on
         self.active = self.nvtx is not None or on
+        if self.on_change is not None:
+            self.on_change()
 
     def enter(self, span: Any) -> None:
         if len(self.open) >= MAX_MIRRORED or not self.active:

@@ -61,9 +61,10 @@ class SpanSink:
         self._dropping = False
         self._service: tuple[Any, Any] = (None, None)  # (resource, its service.name): one tuple, swapped whole
 
-    def started(self, span: Any) -> None:
-        """Hot path (the application's thread). Keyed by span id: the SDK hands ``on_end`` a new
-        ReadableSpan, not the object ``on_start`` got. Only spans of kept traces are tracked."""
+    def started(self, span: Any, parent_context: Any = None) -> None:
+        """Hot path (the application's thread; the processor's ``on_start`` while nothing is
+        mirrored, see ``rebind``). Keyed by span id: the SDK hands ``on_end`` a new ReadableSpan,
+        not the object ``on_start`` got. Only spans of kept traces are tracked."""
         try:
             ctx = span.context
             if ctx.trace_id & KEY_MASK < self.bound and len(self.open) < MAX_OPEN_SPANS:
@@ -72,7 +73,8 @@ class SpanSink:
             self.unreadable_starts += 1
 
     def ended(self, span: Any) -> None:
-        """Hot path (the application's thread): O(1), never raises. A kept span is copied into an
+        """Hot path (the application's thread; the processor's ``on_end`` while nothing is
+        mirrored): O(1), never raises. A kept span is copied into an
         entry of plain values (``compact``): the ReadableSpan and its ten GC-tracked parts die here."""
         try:
             ctx = span.context
@@ -224,16 +226,45 @@ def entry_record(entry: tuple) -> dict[str, Any]:
 
 
 class SpanHooks:
-    """What the processor forwards to: the running capture's sink and the NVTX/torch bridge."""
+    """What the processor forwards to: the running capture's sink and the NVTX/torch bridge.
+    Plain attributes, read on every span; setting either (or the bridge turning its torch mirror
+    on or off) rebinds the processors."""
+
+    sink: SpanSink | None
+    bridge: Any  # diagnose.agent.inproc.bridge.Bridge
 
     def __init__(self) -> None:
-        self.sink: SpanSink | None = None
-        self.bridge: Any = None  # diagnose.agent.inproc.bridge.Bridge
+        object.__setattr__(self, "sink", None)
+        object.__setattr__(self, "bridge", None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "bridge" and value is not None:
+            value.on_change = rebind
+        rebind()
 
 
 HOOKS = SpanHooks()
 _attached: list[Any] = []  # providers our processor was added to (kept referenced: compared by identity)
+_processors: list[Any] = []  # our processor on each of them
 _attach_lock = threading.Lock()
+
+
+def rebind() -> None:
+    """While a capture runs and nothing is mirrored, the SDK calls the sink's own methods: the
+    processor's ``on_start``/``on_end`` are set on each of our processors to ``sink.started`` and
+    ``sink.ended``, one Python call a span start or end instead of two plus the lookups of HOOKS
+    (measured by benchmarks/agent_hook_cost.py). Otherwise the class's methods, which check the
+    bridge, run. A span already inside the previous method finishes there: the same as a span that
+    read HOOKS just before it changed."""
+    sink, bridge = HOOKS.sink, HOOKS.bridge
+    mirrored = bridge is not None and (bridge.active or bridge.open)
+    for processor in list(_processors):
+        if sink is not None and not mirrored:
+            processor.on_start, processor.on_end = sink.started, sink.ended
+        else:
+            vars(processor).pop("on_start", None)
+            vars(processor).pop("on_end", None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -284,11 +315,19 @@ def attach() -> str | None:
         if any(p is provider for p in _attached):
             return None
         try:
-            provider.add_span_processor(_processor_class()())
+            provider.add_span_processor(new_processor())
         except (ImportError, TypeError, AttributeError) as exc:
             return f"cannot add a span processor to {type(provider).__name__}: {exc}"
         _attached.append(provider)
     return None
+
+
+def new_processor() -> Any:
+    """Our SpanProcessor, bound as ``rebind`` says. Raises ImportError without opentelemetry-sdk."""
+    processor = _processor_class()()
+    _processors.append(processor)
+    rebind()
+    return processor
 
 
 def is_attached() -> bool:

@@ -123,12 +123,14 @@ def test_listen_addresses():
 def test_attach_with_otlp_listen_receives_a_service_spans_via_its_env(tmp_path):
     port = free_port()
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}/v1/traces"}
-    svc = subprocess.Popen([sys.executable, str(WORKLOADS / "otlp_service.py")], stdin=subprocess.PIPE,
+    # the service traces 1.5 s and exits once its last batch was answered, which ends the capture:
+    # a batch still being received when a capture ends is refused (503, ended) and rightly partial
+    svc = subprocess.Popen([sys.executable, str(WORKLOADS / "otlp_service.py"), "1.5"], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert "READY" in svc.stdout.readline()
         attach = subprocess.Popen(
-            [sys.executable, "-m", "diagnose", "attach", str(svc.pid), "--duration", "4", "--no-tui",
+            [sys.executable, "-m", "diagnose", "attach", str(svc.pid), "--duration", "5", "--no-tui",
              "--skip", "pyspy", "--otlp-listen", f"127.0.0.1:{port}", "--out", str(tmp_path)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30

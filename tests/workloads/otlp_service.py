@@ -1,6 +1,7 @@
 """A service that exports its spans with the real OTLP/HTTP exporter (opentelemetry-exporter-otlp-
 proto-http), configured only by OTEL_EXPORTER_OTLP_TRACES_ENDPOINT. Prints READY, then starts
-tracing when a line arrives on stdin (so the receiver is listening first). Bounded: 60 s."""
+tracing when a line arrives on stdin (so the receiver is listening first), for argv[1] seconds
+(default 60), and exits once its exporter has sent the last batch."""
 import sys
 import time
 
@@ -16,7 +17,7 @@ provider = TracerProvider(resource=Resource.create({"service.name": "otlp-servic
 provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=200))
 trace.set_tracer_provider(provider)
 tracer = trace.get_tracer("otlp-service")
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + (float(sys.argv[1]) if len(sys.argv) > 1 else 60.0)
 while time.monotonic() < deadline:
     with tracer.start_as_current_span("handle", kind=trace.SpanKind.SERVER):
         with tracer.start_as_current_span("tokenize"):

@@ -74,8 +74,8 @@ class SpanSink:
 
     def ended(self, span: Any) -> None:
         """Hot path (the application's thread; the processor's ``on_end`` while nothing is
-        mirrored): O(1), never raises. A kept span is copied into an
-        entry of plain values (``compact``): the ReadableSpan and its ten GC-tracked parts die here."""
+        mirrored): O(1), never raises. A kept span is copied into an entry of plain values
+        (``compact``): the ReadableSpan and its ten GC-tracked parts die here."""
         try:
             ctx = span.context
             if self.open:

@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,23 +175,13 @@ for t in workers:
 def direct(args: argparse.Namespace, out: Path) -> Tally:
     """``--direct-procs`` processes, ``--direct-parallel`` at a time: on 2 cores, 4 at once hung 3 of
     4 within 300 windows before quiesce.current_frames (python/cpython#106883), one at a time none."""
-    tally, lock = Tally(), threading.Lock()
-    todo = iter(range(args.direct_procs))
-
-    def worker() -> None:
-        for n in todo:  # next() on a shared iterator is atomic under the GIL
-            one = direct_process(n, args.direct_windows, out)
-            with lock:
-                tally.attaches += 1
-                tally.windows += one.windows
-                tally.failed += one.failed
-                tally.deaths += one.deaths
-
-    threads = [threading.Thread(target=worker) for _ in range(max(1, args.direct_parallel))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    tally = Tally()
+    with ThreadPoolExecutor(max(1, args.direct_parallel)) as pool:
+        for one in pool.map(lambda n: direct_process(n, args.direct_windows, out), range(args.direct_procs)):
+            tally.attaches += 1
+            tally.windows += one.windows
+            tally.failed += one.failed
+            tally.deaths += one.deaths
     return tally
 
 

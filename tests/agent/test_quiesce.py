@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from diagnose.agent.inproc.quiesce import QUIET_S, callee_path, wait_quiet
+from helpers import REPO
 
 
 def _last_call_offset(fn) -> int:
@@ -200,11 +203,6 @@ def test_current_frames_cannot_hang_the_target_when_a_collection_releases_the_gi
     releases the GIL, while a thread exits, hung the target forever (3 of 4 targets within 300
     torch windows beside threads that start and end). ``raw`` runs the same script on the bare call:
     on 3.11 it hangs, which shows this test reaches the collection inside the call."""
-    import subprocess
-    import sys
-
-    from helpers import REPO
-
     def run(frames_of: str, timeout_s: float) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-c", GC_RACE, frames_of], capture_output=True, text=True,
                               timeout=timeout_s, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

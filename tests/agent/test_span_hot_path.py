@@ -101,6 +101,40 @@ def test_spans_of_traces_left_out_are_counted_and_nothing_is_kept():
     assert sink.sampled_out == 100 and not sink.finished and not sink.open and sink.seen == 100
 
 
+def test_the_hooks_read_the_sdk_span_context_fields_they_assume():
+    """The hooks read ``span._context`` and index the SpanContext (spans.py): pinned to this SDK."""
+    span = TracerProvider().get_tracer("test").start_span("s")
+    span.end()
+    ctx = span.context
+    assert span._context is ctx and (ctx[0], ctx[1]) == (ctx.trace_id, ctx.span_id) != (0, 0)
+
+
+class _ForeignSpan:
+    """A span of another type: ``context`` only (the hooks fall back to the property)."""
+
+    def __init__(self, real, context=None):
+        self._real, self.context = real, context if context is not None else real.context
+
+    def __getattr__(self, name):
+        if name == "_context":
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+
+def test_a_span_without_the_sdk_field_is_read_through_its_property_and_a_broken_one_is_counted():
+    tracer = TracerProvider().get_tracer("test")
+    sink = span_hooks.SpanSink()
+    sink.bound = KEEP_ALL
+    good, broken = tracer.start_span("good"), tracer.start_span("broken")
+    good.end(), broken.end()
+    for span in (_ForeignSpan(good), _ForeignSpan(broken, context=("not", "ids"))):
+        sink.started(span)
+        sink.ended(span)
+    [entry] = sink.take_finished()
+    assert entry[span_hooks.NAME] == "good" and entry[span_hooks.SPAN_ID] == good.context.span_id
+    assert (sink.unreadable_starts, sink.unreadable) == (1, 1) and not sink.open
+
+
 def test_an_idle_bridge_is_never_called_and_takes_no_lock():
     bridge = Bridge(None)
     bridge._lock = _NoLock()

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import CONDITIONS, closed_loop, service  # noqa: E402
+from overhead import CONDITIONS, add_condition_option, add_conditions, closed_loop, service  # noqa: E402
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -106,8 +106,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--only", nargs="*", choices=list(CONDITIONS), default=list(CONDITIONS))
+    ap.add_argument("--only", nargs="*", metavar="CONDITION", help=f"of {', '.join(CONDITIONS)} and any --condition")
+    add_condition_option(ap)
     args = ap.parse_args()
+    add_conditions(ap, args)
+    args.only = args.only or list(CONDITIONS)
+    if unknown := [c for c in args.only if c not in CONDITIONS]:
+        ap.error(f"--only {', '.join(unknown)}: no such condition")
     print(f"target CPU per request (utime+stime of its threads, /proc), {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     results: dict[str, list[dict]] = {c: [] for c in args.only}

@@ -46,6 +46,20 @@ CONDITIONS = {
 }
 
 
+def add_condition_option(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--condition", action="append", default=[], metavar="NAME=ARGS",
+                    help="one more condition: attach with these arguments, e.g. 'rate 50=--rate 50' (repeatable)")
+
+
+def add_conditions(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The --condition options into CONDITIONS (an experiment beside the standard ones)."""
+    for extra in args.condition:
+        name, sep, argv = extra.partition("=")
+        if not sep or not name.strip():
+            ap.error(f"--condition {extra!r}: expected NAME=ARGS")
+        CONDITIONS[name.strip()] = argv.split()
+
+
 def _taskset(cpus: str | None) -> list[str]:
     return ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
 
@@ -180,7 +194,9 @@ def main() -> None:
     ap.add_argument("--open-fraction", type=float, default=0.6)
     ap.add_argument("--only", choices=["pinned", "unpinned"])
     ap.add_argument("--load", choices=["open-loop", "closed-loop"], help="one load only (default: both)")
+    add_condition_option(ap)
     args = ap.parse_args()
+    add_conditions(ap, args)
     compile_bytecode()
     print(f"ratios are condition / none, median (min-max) over rounds; diagnose CPU in % of one core; "
           f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}", flush=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagnose.agent.inproc import protocol, spans
+from diagnose.agent.inproc import protocol, providerwatch, spans
 from diagnose.agent.inproc.bridge import Bridge, load_nvtx
 from diagnose.agent.inproc.capture import MAX_CAPTURE_S, CaptureRequest, CaptureSession
 from diagnose.agent.inproc.server import AgentServer
@@ -73,7 +73,7 @@ class Agent:
         except OSError as exc:
             raise AgentError(f"cannot listen on {self.server.path}: {exc}") from None
         if self.options.nvtx:
-            spans.PROVIDER_WATCH.install()
+            providerwatch.PROVIDER_WATCH.install()
             spans.attach()
         return path
 

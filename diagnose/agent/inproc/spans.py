@@ -2,8 +2,8 @@
 
 The processor is added once to the provider the application configured, whenever the agent first
 finds it (at agent start, at each capture start, while a capture runs, and, with NVTX mirroring
-on, right after the application calls ``set_tracer_provider``). It is never removed (the SDK has no
-way to), so it costs two attribute reads per span while no capture runs.
+on, right after the application calls ``set_tracer_provider``: providerwatch.py). It is never
+removed (the SDK has no way to), so it costs two attribute reads per span while no capture runs.
 
 Threading contract: ``on_start``/``on_end`` run on the application's threads, in its hot path. They
 never raise and never do I/O, and their cost does not depend on the span: a capture's sink reads the
@@ -387,69 +387,3 @@ def convert(entries: list[tuple[int, tuple]], on_record: Callable[[dict[str, Any
             on_reject(f"unreadable:{type(exc).__name__}")
             continue
         on_record(record, key)
-
-
-class _ProviderWatch:
-    """Re-attach right after the application sets its provider (wraps set_tracer_provider once)."""
-
-    def __init__(self) -> None:
-        self.installed = False
-
-    def install(self) -> None:
-        if self.installed:
-            return
-        self.installed = True
-        module = sys.modules.get("opentelemetry.trace")
-        if module is not None:
-            self._wrap(module)
-        else:
-            sys.meta_path.insert(0, _PostImportFinder("opentelemetry.trace", self._wrap))
-
-    @staticmethod
-    def _wrap(module: Any) -> None:
-        original = module.set_tracer_provider
-
-        @functools.wraps(original)
-        def set_tracer_provider(*args: Any, **kwargs: Any) -> None:
-            original(*args, **kwargs)
-            try:
-                attach()
-            except Exception:  # the application's call must never fail because of the agent
-                pass
-
-        module.set_tracer_provider = set_tracer_provider
-
-
-class _PostImportFinder:
-    """Meta-path finder that runs ``callback(module)`` right after ``name`` is first executed."""
-
-    def __init__(self, name: str, callback: Callable[[Any], None]):
-        self.name, self.callback = name, callback
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None):
-        if fullname != self.name:
-            return None
-        import importlib.machinery
-
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader, callback = spec.loader, self.callback
-        original_exec = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            original_exec(module)
-            loader.exec_module = original_exec  # type: ignore[method-assign]  # restores the patch below
-            try:
-                callback(module)
-            except Exception:  # never break the application's import
-                pass
-
-        # Patched on the instance, not wrapped: the module keeps its own loader (resources, is_package).
-        # This loader instance belongs to this spec only.
-        loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
-PROVIDER_WATCH = _ProviderWatch()

@@ -4,6 +4,7 @@ producers' own files and the manifest. Thread-safe where collectors need it; sta
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import weakref
@@ -131,7 +132,8 @@ class BundleWriter:
         return fd_path(self.fd, name)
 
     def write_json(self, name: str, data: Any) -> None:
-        write_private_text(name, json.dumps(data, indent=2, default=str) + "\n", self.fd)
+        """``data`` as strict JSON (a NaN or infinity anywhere, e.g. in an agent's counts, as null)."""
+        write_private_text(name, json.dumps(_strict(data), indent=2, default=str, allow_nan=False) + "\n", self.fd)
 
     def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
         self.write_json(MANIFEST, manifest.to_json() if isinstance(manifest, Manifest) else dict(manifest))
@@ -148,3 +150,16 @@ class BundleWriter:
 
 
 __all__ = ["IMPORT_LABEL", "BundleWriter", "JsonlStream", "bundle_dir_name", "create_bundle_dir"]
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every non-finite float as None: strict JSON has no NaN or Infinity, and Python's
+    json would write them as bare tokens that jq, browsers and JSON Schema validators reject."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+

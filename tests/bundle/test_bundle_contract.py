@@ -52,6 +52,22 @@ def test_manifest_round_trips_through_its_json(tmp_path):
     assert stat.S_IMODE((w.path / "manifest.json").stat().st_mode) == 0o600
 
 
+def test_the_manifest_is_strict_json_when_an_agent_sends_nan_or_infinity(tmp_path):
+    """An agent's reply is the target's word: Python's json parses NaN and Infinity in it, and they
+    reached the counts as floats. The manifest writes them as null, never as bare tokens."""
+    counts = json.loads('{"spans_cpu_pct": NaN, "nested": [1.5, -Infinity, {"x": Infinity}]}')
+    m = _manifest(collectors=[CollectorStatus("agent", CollectorState.OK, None, counts, [])])
+    w = BundleWriter.create(tmp_path, 42, WHEN)
+    w.write_manifest(m)
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    doc = json.loads((w.path / "manifest.json").read_text(), parse_constant=refuse)
+    assert doc["collectors"][0]["counts"] == {"spans_cpu_pct": None, "nested": [1.5, None, {"x": None}]}
+    assert Bundle.open(w.path).collectors["agent"].counts["nested"][0] == 1.5
+
+
 def test_manifest_validation_is_the_one_check(tmp_path):
     assert _manifest(started_ns=-1).problem() == "'started_ns' is not a Unix time in ns"
     with pytest.raises(BundleError, match="unknown state"):

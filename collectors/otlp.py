@@ -20,7 +20,9 @@ clients together (collectors/otlp_intake.py, collectors/otlp_worker.py):
 - every request is answered: 400 malformed (bad JSON, nesting past 100 levels, bad protobuf,
   corrupt gzip, a Content-Length that is not ASCII digits), 404, 405, 408 body too slow, 411 no
   Content-Length, 413, 415 content type or encoding, 503 busy or ended; each is counted in the
-  manifest (``otlp`` collector counts).
+  manifest (``otlp`` collector counts);
+- when the capture ends, a request that starts is answered 503; one already being received gets
+  ``DRAIN_S`` to finish, so that an exporter's batch of the window's last spans is kept.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ DEFAULT_HOST = "127.0.0.1"
 TRACES_PATH = "/v1/traces"
 REQUEST_TIMEOUT_S = 5.0  # each socket read (request line, headers, body)
 CONNECTION_DEADLINE_S = 60.0  # a whole connection, however slowly its bytes trickle in
+DRAIN_S = 1.0  # at the stop, the most the requests being received may take to finish (then 503)
 MAX_CONNECTIONS = 64
 LINGER_S, LINGER_BYTES = 0.5, 1024 * 1024  # read and dropped after an answer, before closing
 MAX_INFLIGHT_BODIES = 4  # the in-flight budget, in bodies of the per-body limit
@@ -100,7 +103,7 @@ def _text(status: int, message: str, retry_after_s: int | None = None) -> Reply:
 
 class _Server(ThreadingHTTPServer):
     # A client trickling bytes defeats per-read timeouts: the capture must end on time anyway, so
-    # in-flight handlers are not joined (their requests arrive after the window and are dropped).
+    # handlers are not joined (the stop waits DRAIN_S at most for requests already being received).
     daemon_threads = True
     block_on_close = False
     request_queue_size = 2 * MAX_CONNECTIONS  # listen backlog: a burst of clients is answered, not SYN-dropped
@@ -223,7 +226,10 @@ class OtlpCollector(Collector):
         self._budget = ByteBudget(0)
         self._decoder = Decoder(max_spans_per_request, **({"memory_bytes": decoder_memory_bytes}
                                                           if decoder_memory_bytes else {}))
-        self._ended = False
+        self._closing = False  # stop() began: a request that starts now is refused
+        self._ended = False  # stop() drained: nothing more is written into the closing bundle
+        self._in_flight = 0  # requests past the closing check, not yet answered
+        self._idle = threading.Condition(self._lock)
 
     def probe(self, target: Target, options: CaptureOptions) -> Probe:
         if not options.otlp_listen:
@@ -291,14 +297,22 @@ class OtlpCollector(Collector):
             if exc.status == 413:
                 discard(rfile, self._max_bytes + 1)  # so the client reads our 413, not a reset
             raise
-        if self._ended:
+        with self._lock:
+            closing = self._closing
+            self._in_flight += not closing
+        if closing:
             discard(rfile, length)
             raise Refused(503, "the capture has ended", "rejected_busy", 1)
-        if not lease.take(length):
-            discard(rfile, length)
-            raise busy(f"{self._budget.capacity_bytes} bytes")
-        body = inflate(read_body(rfile, length), headers.get("Content-Encoding"), self._max_bytes, lease)
-        return self._ingest(body, ctype)
+        try:
+            if not lease.take(length):
+                discard(rfile, length)
+                raise busy(f"{self._budget.capacity_bytes} bytes")
+            body = inflate(read_body(rfile, length), headers.get("Content-Encoding"), self._max_bytes, lease)
+            return self._ingest(body, ctype)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._idle.notify_all()
 
     def _ingest(self, body: bytearray, ctype: str) -> Reply:
         try:
@@ -351,7 +365,12 @@ class OtlpCollector(Collector):
 
     def stop(self, timeout_s: float) -> CollectorStatus:
         with self._lock:
-            self._ended = True  # late handlers answer 503 and write nothing into the closing bundle
+            # an exporter's batch being received as the capture ends (its last spans) is kept: new
+            # requests are refused from now on, those in flight get DRAIN_S to finish; past it a
+            # late handler answers 503 and writes nothing into the closing bundle
+            self._closing = True
+            self._idle.wait_for(lambda: self._in_flight == 0, max(0.0, min(timeout_s, DRAIN_S)))
+            self._ended = True
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

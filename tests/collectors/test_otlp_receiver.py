@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from diagnose.bundle import CollectorState
 from diagnose.collectors.otlp import parse_listen
 from helpers import SHARED_DATA, WORKLOADS, findings, only_bundle, run_diagnose
-from otlp_helpers import free_port
+from otlp_helpers import free_port, post_request
 
 OTLP_EXAMPLE = SHARED_DATA / "otlp" / "opentelemetry-proto_examples_trace.json"
 
@@ -168,3 +169,54 @@ def test_one_span_protobuf_refuses_costs_that_span_not_the_request(receiver):
     assert code == 200, body
     assert sorted(s["name"] for s in r.spans()) == [f"s{i}" for i in range(10) if i != 4]
     assert r.collector.counts()["spans_rejected"].get("time_out_of_range") == 1, r.collector.counts()
+
+
+def _one_span_doc(name: str) -> bytes:
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "00000000000000aa", "name": name, "kind": 2,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000001000000"}
+    return json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+def _wait_until(predicate, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_batch_being_received_when_the_capture_ends_is_kept_and_a_new_one_refused(receiver):
+    """An exporter's last batch often arrives as the capture ends: the request already being received
+    finishes and its spans are stored; a request that starts after the stop began gets 503."""
+    r = receiver()
+    body = _one_span_doc("last-batch")
+    request = post_request("application/json", body)
+    head, tail = request[:-10], request[-10:]
+    with socket.create_connection(("127.0.0.1", r.port), timeout=10) as sock:
+        sock.sendall(head)  # headers and most of the body: the handler now waits for the rest
+        _wait_until(lambda: r.collector._in_flight == 1)
+        stopped = []
+        stopper = threading.Thread(target=lambda: stopped.append(r.collector.stop(10)))
+        stopper.start()
+        _wait_until(lambda: r.collector._closing)
+        code, _, answer = r.raw(post_request("application/json", _one_span_doc("too-late")))
+        assert code == 503 and b"the capture has ended" in answer
+        sock.sendall(tail)
+        assert sock.recv(65536).split(b" ")[1] == b"200"
+        stopper.join(15)
+    assert [s["name"] for s in r.spans()] == ["last-batch"]
+    [status] = stopped
+    assert status.counts["spans"] == 1 and status.counts["rejected_busy"] == 1
+
+
+def test_a_request_trickling_at_the_end_holds_the_stop_at_most_the_drain(receiver):
+    from diagnose.collectors.otlp import DRAIN_S
+
+    r = receiver()
+    request = post_request("application/json", _one_span_doc("never-finished"))
+    with socket.create_connection(("127.0.0.1", r.port), timeout=10) as sock:
+        sock.sendall(request[:-10])
+        _wait_until(lambda: r.collector._in_flight == 1)
+        t0 = time.monotonic()
+        status = r.collector.stop(10)
+        assert time.monotonic() - t0 < DRAIN_S + 2.0
+    assert r.spans() == [] and status.counts["spans"] == 0

@@ -3,8 +3,9 @@
 - Concurrency by Little's law: in-flight = QPS x mean latency (s).
 - Instances = ceil(target QPS / per-instance QPS x headroom), per-instance QPS being the capture's
   measured QPS. That assumes the capture ran the instance near its knee (the most QPS it serves
-  within the SLO): a capture below the knee overstates the instances needed, one past it (P99 over
-  the SLO) understates them: capture at a few offered loads to find the knee.
+  within the SLO): a capture below the knee overstates the instances needed (a no-load verdict
+  says so first in the notes), one past it (P99 over the SLO) understates them: capture at a few
+  offered loads to find the knee.
 - Cost per 1M tokens = GPU-hour price x GPU-hours per 1M tokens, from the measured output tokens/s:
   GPU-hours per 1M tokens = GPUs per instance x 1e6 / (tokens/s x 3600).
 """
@@ -14,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnose.model import Report
+from diagnose.model import Quadrant, Report
 
 DEFAULT_HEADROOM = 1.3
 MAX_INPUT = 1e12  # larger targets, prices or SLOs are typos, and their products overflow JSON
@@ -103,6 +104,10 @@ def plan(report: Report, target: Target) -> Plan:
     p99 = req.latency.p99_ms if req.latency is not None else None
     notes = [f"assumes the capture ran near the instance's knee ({qps:.1f} QPS measured): capture at a few offered "
              "loads to find where P99 starts to climb"]
+    if report.analysis.verdict.quadrant is Quadrant.NO_LOAD:
+        notes.insert(0, f"the verdict is no load: the instance mostly waited for work, so {qps:.1f} QPS is what was "
+                        "offered, not what it can serve, and these instances overstate the need; capture under "
+                        "representative load, or find the knee with `diagnose sweep` and plan with --sweep")
     if target.slo_p99_ms is not None and p99 is not None and p99 > target.slo_p99_ms:
         notes.append(f"the capture's P99 {p99:.1f} ms is over the SLO {target.slo_p99_ms:g} ms: an instance serves "
                      "fewer than the measured QPS within the SLO, so more instances than planned are needed")

@@ -2,11 +2,15 @@
 on a real imported capture."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from diagnose.capacity.plan import PlanError, Target, cost_per_1m_tokens, instances_needed, littles_law_in_flight
+from diagnose.bundle import Bundle
+from diagnose.capacity.plan import PlanError, Target, cost_per_1m_tokens, instances_needed, littles_law_in_flight, plan
+from diagnose.model import Quadrant
+from diagnose.pipeline import analyse
 from helpers import REPO, SHARED_DATA, only_bundle, run_diagnose
 
 
@@ -47,3 +51,20 @@ def test_plan_without_requests_says_why():
     res = run_diagnose("plan", str(REPO / "fixtures" / "cpu" / "service-json"), "--target-qps", "10")
     assert res.returncode == 2 and res.stderr.startswith("diagnose: error: no request rate in this capture")
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_plan_on_a_no_load_capture_says_first_that_it_overstates_the_need(tmp_path):
+    """A capture of a service that mostly waited for work measured the offered QPS, not its capacity."""
+    otlp = SHARED_DATA / "otlp" / "opentelemetry-proto_examples_trace.json"
+    if not otlp.exists():
+        pytest.skip("../shared/data is absent")
+    assert run_diagnose("analyze", str(otlp), "--out", str(tmp_path)).returncode == 0
+    report = analyse(Bundle.open(only_bundle(tmp_path)))
+    assert report.analysis.verdict.quadrant is not Quadrant.NO_LOAD
+    loaded = plan(report, Target(100.0))
+    assert not any("no load" in n for n in loaded.notes)
+    idle = dataclasses.replace(report.analysis, verdict=dataclasses.replace(report.analysis.verdict,
+                                                                             quadrant=Quadrant.NO_LOAD))
+    p = plan(dataclasses.replace(report, analysis=idle), Target(100.0))
+    assert p.notes[0].startswith("the verdict is no load") and "--sweep" in p.notes[0]
+    assert p.instances == loaded.instances  # the arithmetic is the same: the note says what it rests on

@@ -299,7 +299,8 @@ class OtlpCollector(Collector):
             raise
         with self._lock:
             closing = self._closing
-            self._in_flight += not closing
+            if not closing:
+                self._in_flight += 1
         if closing:
             discard(rfile, length)
             raise Refused(503, "the capture has ended", "rejected_busy", 1)

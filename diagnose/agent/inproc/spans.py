@@ -71,7 +71,7 @@ class SpanSink:
         not the object ``on_start`` got. Only spans of kept traces are tracked."""
         try:
             try:
-                ctx = span._context  # see _SDK_CONTEXT
+                ctx = span._context  # the SDK's field: see the note above _UNREADABLE
             except AttributeError:
                 ctx = span.context
             if ctx[0] & KEY_MASK < self.bound and len(self.open) < MAX_OPEN_SPANS:

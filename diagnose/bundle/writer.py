@@ -133,7 +133,7 @@ class BundleWriter:
 
     def write_json(self, name: str, data: Any) -> None:
         """``data`` as strict JSON (a NaN or infinity anywhere, e.g. in an agent's counts, as null)."""
-        write_private_text(name, json.dumps(_strict(data), indent=2, default=str, allow_nan=False) + "\n", self.fd)
+        write_private_text(name, json.dumps(finite_json(data), indent=2, default=str, allow_nan=False) + "\n", self.fd)
 
     def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
         self.write_json(MANIFEST, manifest.to_json() if isinstance(manifest, Manifest) else dict(manifest))
@@ -149,17 +149,19 @@ class BundleWriter:
         self.fd = -1
 
 
-__all__ = ["IMPORT_LABEL", "BundleWriter", "JsonlStream", "bundle_dir_name", "create_bundle_dir"]
+__all__ = ["IMPORT_LABEL", "BundleWriter", "JsonlStream", "bundle_dir_name", "create_bundle_dir", "finite_json"]
 
 
-def _strict(value: Any) -> Any:
+def finite_json(value: Any, depth: int = 0) -> Any:
     """``value`` with every non-finite float as None: strict JSON has no NaN or Infinity, and Python's
-    json would write them as bare tokens that jq, browsers and JSON Schema validators reject."""
+    json would write them as bare tokens that jq, browsers and JSON Schema validators reject (a
+    hostile agent reply or a torn manifest can carry them). Nesting past 64 levels is None too."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if depth > 64:
+        return None
     if isinstance(value, Mapping):
-        return {k: _strict(v) for k, v in value.items()}
+        return {k: finite_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
+        return [finite_json(v, depth + 1) for v in value]
     return value
-

@@ -5,10 +5,10 @@ Its shape is the JSON Schema shipped beside this module (``findings-v1.schema.js
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from diagnose import __version__
+from diagnose.bundle.writer import finite_json
 from diagnose.model import Report
 from diagnose.render.base import Renderer
 
@@ -43,17 +43,4 @@ class JsonRenderer(Renderer):
             "collectors": manifest.get("collectors", []),
             **analysis.to_json(),
         }
-        return json.dumps(_finite(doc), indent=2, default=str) + "\n"
-
-
-def _finite(v: Any, depth: int = 0) -> Any:
-    """JSON has no NaN or Infinity: a non-finite number (a hostile or torn manifest) becomes null."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if depth > 64:
-        return None
-    if isinstance(v, dict):
-        return {k: _finite(x, depth + 1) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x, depth + 1) for x in v]
-    return v
+        return json.dumps(finite_json(doc), indent=2, default=str) + "\n"

@@ -333,12 +333,15 @@ class Report:
     """One analysed bundle: what every command, view and renderer receives (diagnose/pipeline.py).
 
     ``bundle``: the opened Bundle (renderers that export streams, e.g. a trace format, read it);
-    ``overrides``: the ``--thresholds`` the analysis ran with, so a re-render uses the same ones.
+    ``overrides``: the ``--thresholds`` the analysis ran with, so a re-render uses the same ones;
+    ``verdict_after_s``: seconds from the capture's end (the manifest's ``ended_ns``) to this verdict,
+    set by the attach that captured the bundle (diagnose/pipeline.py), None for a later analysis.
     """
 
     bundle: Bundle  # imported for type checking only: at run time the data model imports no I/O module
     analysis: Analysis
     overrides: dict[str, float] = field(default_factory=dict)
+    verdict_after_s: float | None = None
 
     @property
     def manifest(self) -> dict[str, Any]:

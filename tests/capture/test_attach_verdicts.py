@@ -47,6 +47,8 @@ def test_json_serialization_loop_is_service_bound(workload, tmp_path):
     assert f"{cost['diagnose_cpu_s']:.2f} s of CPU" in line and "py-spy" in line
     budget = doc["capture"]["budget"]
     assert budget["pct_of_core"] == 10.0 and budget["asked"]["pyspy_hz"] == 100 and "Overhead budget 10%" in line
+    after = float(line.split("The verdict came ", 1)[1].split(" s after the capture ended.")[0])
+    assert 0 < after < 30  # the time to verdict, measured by this attach (issue 24)
     env = report.split("## Environment", 1)[1]
     assert f"{doc['capture']['host']['cpus']} logical" in env and "Python" in env
 

@@ -85,6 +85,19 @@ def test_cost_line_names_the_parse_ahead_child(bundle):
     assert "of it parsing" not in cost_line(analyse(bundle))  # an older bundle without the figure
 
 
+def test_the_cost_line_says_the_time_to_verdict_only_when_the_attach_measured_it(bundle):
+    """Issue 24: the verdict within 1 s of the capture's end, said in each report the attach writes
+    (Report.verdict_after_s, set by pipeline._attach); a later analysis of the bundle cannot know it.
+    Not in findings.json, which stays byte for byte what `diagnose analyze` makes of the bundle."""
+    from dataclasses import replace
+
+    later = analyse(bundle)
+    assert "verdict came" not in cost_line(later)
+    rep = replace(later, verdict_after_s=0.4167)
+    assert cost_line(rep).endswith(" The verdict came 0.42 s after the capture ended."), cost_line(rep)
+    assert render(rep, "json") == render(later, "json")  # findings.json stays what `analyze` makes of the bundle
+
+
 @pytest.mark.parametrize("block", ['{"service": "s", "history": [NaN]}', "[" * 5000 + "]" * 5000,
                                    '{"service": "s", "v": ' + "9" * 400 + "}"])
 def test_performance_file_state_blocks_that_are_not_diagnose_s(tmp_path, block):

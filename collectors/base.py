@@ -26,7 +26,13 @@ class CaptureOptions:
     """What the user asked for (CLI flags of ``attach``)."""
 
     duration_s: float = 30.0
-    rate_hz: int = 100
+    # py-spy's sampling rate (Hz; --rate, default 50 there too). Each sampling round costs the target
+    # itself, not only diagnose's CPU: on the demo's saturated service (2-core VM, closed loop, py-spy alone,
+    # throughput against no attach, rates alternated in each run) 100 Hz kept 0.940x where 20 Hz kept
+    # 0.988x, 0.975x where 20 Hz kept 1.015x, and 0.946x where 50 Hz kept 0.969x (the target's CPU a
+    # request -2.3%; benchmarks/agent_cpu_per_request.py, 5-8 rounds; docs/measured.md). 50 Hz still gives
+    # a 30 s capture 1,500 samples a thread, and a 5 s live window 250.
+    rate_hz: int = 50
     native: bool = False
     subprocesses: bool = False
     process_hz: float = 10.0

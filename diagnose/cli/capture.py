@@ -25,7 +25,7 @@ from diagnose.cli.common import (
 from diagnose.cli.options import LazyChoice, capture_options, check_otlp_listen, export_options, metrics_option
 
 
-def run_capture(pid: int, duration: float, out: Path, rate: int = 100, native: bool = False,
+def run_capture(pid: int, duration: float, out: Path, rate: int = 50, native: bool = False,
                 subprocesses: bool = False, no_tui: bool = False, skip: tuple[str, ...] = (),
                 torch_window: float = 10.0, inject: bool = False, otlp_listen: str | None = None,
                 gpu_rate: float = 10.0, dcgm: str | None = None, overhead_budget: float = 10.0,

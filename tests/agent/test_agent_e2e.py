@@ -106,10 +106,10 @@ def pyspy_clock_offset_ms(segments, spans) -> tuple[float, float]:
 
 def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, tmp_path):  # noqa: F811
     svc = service("--model-iters", "80")
-    # the budget this test allows keeps py-spy at PYSPY_PERIOD_MS (the checks below assume it; the
-    # default 10% lowered it to ~67 Hz on 4 threads, and samples overran the spans by 15 ms)
+    # the rate and the budget this test asks for keep py-spy at PYSPY_PERIOD_MS (the checks below assume
+    # it; the default 10% lowered it to ~67 Hz on 4 threads, and samples overran the spans by 15 ms)
     res = run_diagnose("attach", str(svc.pid), "--duration", "8", "--torch-window", "3", "--overhead-budget", "40",
-                       "--out", str(tmp_path), "--no-tui", timeout=150)
+                       "--rate", "100", "--out", str(tmp_path), "--no-tui", timeout=150)
     assert res.returncode == 0, res.stderr
     bundle = only_bundle(tmp_path)
     manifest = json.loads((bundle / "manifest.json").read_text())

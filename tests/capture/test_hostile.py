@@ -49,7 +49,7 @@ def test_many_threads_undersample_py_spy_and_the_report_says_so(workload, tmp_pa
     Hz instead of 100 and the report said py-spy "ok". The achieved rate per thread is stated in
     the manifest and the report, and stack-based findings lose confidence, saying why."""
     proc = workload("many_threads", "200")
-    res = run_diagnose("attach", str(proc.pid), "--duration", "2", "--out", str(tmp_path))
+    res = run_diagnose("attach", str(proc.pid), "--duration", "2", "--rate", "100", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
     bundle = only_bundle(tmp_path)
     manifest = json.loads((bundle / "manifest.json").read_text())

@@ -59,7 +59,8 @@ def capture_options(f):
                      help="Directory in which the bundle directory is created."),
         click.option("--rate", type=click.IntRange(1, 1000), default=50, show_default=True,
                      help="py-spy sampling rate (Hz), lowered when the overhead budget needs it; each round slows "
-                     "the target a little (100 Hz cost a saturated service ~2.5% more throughput than 50)."),
+                     "the target a little (py-spy alone at 100 Hz cost a saturated service ~2.5% more throughput than "
+                     "at 50)."),
         click.option("--overhead-budget", type=click.FloatRange(1.0, 400.0), default=10.0, show_default=True,
                      metavar="PCT", help="diagnose's CPU (its threads, py-spy, its parsing child) in % of one core: "
                      "the sampling rates are lowered to stay inside it, and the report says what it gave up."),

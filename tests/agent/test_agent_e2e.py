@@ -104,6 +104,8 @@ def pyspy_clock_offset_ms(segments, spans) -> tuple[float, float]:
     return best / 1e6, _overlap_ns(xs, ys, best) / total if total else 0.0
 
 
+@pytest.mark.live  # timing bounds on a live target (clock alignment to ~ms): on a loaded host, beside the
+# default run's workers, a preempted stage or sample broke them (2 of 3 runs right after a full run)
 def test_run_then_attach_bundles_torch_trace_spans_and_gc_on_one_clock(service, tmp_path):  # noqa: F811
     svc = service("--model-iters", "80")
     # the rate and the budget this test asks for keep py-spy at PYSPY_PERIOD_MS (the checks below assume

@@ -273,7 +273,7 @@ def _timed(report: Report) -> Report:
     """``report`` with the seconds from the capture's end (manifest ``ended_ns``, Unix ns) to now: the
     time to verdict the report states (issue 24: <= 1 s after a 30 s capture)."""
     ended = report.bundle.info.ended_ns
-    if not isinstance(ended, int):
+    if ended is None:
         return report
     return replace(report, verdict_after_s=max(0.0, (time.time_ns() - ended) / 1e9))
 

@@ -90,18 +90,12 @@ def test_throttle_share_counts_power_and_thermal_reasons(workload, tmp_path):
     assert len(reasons) >= 4 and {0x4, 0x1} <= set(reasons)
     count_share = 100.0 * sum(1 for v in reasons if v & 0x4) / len(reasons)
     assert a.details.gpu_devices[0].throttle_share_pct["sw_power_cap"] == pytest.approx(count_share, abs=0.1)
-    # Time-weighted: each reading covers the interval before it (the first one typical interval, gaps
-    # capped), so poll jitter on a loaded host moves it off the count (65.7% against 50% seen in CI):
-    # the share those intervals give, worked out here from the recorded times
-    from statistics import median
-
-    from diagnose.signals.gpu_series import MAX_GAP_FACTOR
-
-    pts = sorted((r["t_ns"], 100.0 if int(r["values"]["clock_event_reasons"]) & 0x4 else 0.0) for r in rows
-                 if r.get("kind") == "reading" and "clock_event_reasons" in r.get("values", {}))
-    gaps = [b[0] - a_[0] for a_, b in zip(pts, pts[1:])]
-    weights = [median(gaps)] + [min(g, MAX_GAP_FACTOR * median(gaps)) for g in gaps]
-    expected = sum(w * v for w, (_, v) in zip(weights, pts)) / sum(weights)
+    # Time-weighted (gpu_series.time_weighted_mean: each reading covers the interval before it), so
+    # poll jitter on a loaded host moves it off the count (65.7% against 50% seen in CI): the share
+    # the recorded poll times give
+    expected = time_weighted_mean((r["t_ns"], 100.0 if int(r["values"]["clock_event_reasons"]) & 0x4 else 0.0)
+                                  for r in rows
+                                  if r.get("kind") == "reading" and "clock_event_reasons" in r.get("values", {}))
     assert 0 < a.signals["gpu.throttled_share_pct"].value < 100
     assert a.signals["gpu.throttled_share_pct"].value == pytest.approx(expected, abs=0.01)
     assert "secondary.gpu_throttled" in {f.rule_id for f in a.findings}

@@ -108,14 +108,18 @@ def cost_line(report: Report) -> str:
     """One sentence: diagnose's CPU as a share of a core and of the host, its children's, its peak
     memory, how long the agent's torch windows held the target, and (right after an attach) how
     long after the capture's end the verdict came."""
+    return _cost(report) + _verdict_after(report)
+
+
+def _cost(report: Report) -> str:
     info = report.bundle.info
     cost = info.cost
     if cost is None:
         why = "imported files" if info.end_reason == "imported" else "a bundle without the record"
-        return f"**Cost of this capture**: not recorded ({why})." + _verdict_after(report)
+        return f"**Cost of this capture**: not recorded ({why})."
     wall, own, kids, cpus = cost.wall_s, cost.diagnose_cpu_s, cost.children_cpu_s, cost.host_cpus
     if not wall or own is None:
-        return "**Cost of this capture**: not recorded (incomplete record)." + _verdict_after(report)
+        return "**Cost of this capture**: not recorded (incomplete record)."
     host = f", {100 * own / wall / cpus:.1f}% of the host's {cpus:.0f} CPUs" if cpus and cpus >= 1 else ""
     parts = [f"diagnose used {own:.2f} s of CPU in {wall:.1f} s ({100 * own / wall:.1f}% of one core{host})"]
     if kids is not None:
@@ -125,7 +129,7 @@ def cost_line(report: Report) -> str:
                      f"({100 * kids / wall:.1f}% of one core{of_it})")
     if cost.max_rss_bytes:
         parts.append(f"peak memory {fmt_value(cost.max_rss_bytes, 'bytes')}")
-    tail = _budget(info.budget) + _agent_cost(info) + _priority(cost) + _verdict_after(report)
+    tail = _budget(info.budget) + _agent_cost(info) + _priority(cost)
     return "**Cost of this capture**: " + "; ".join(parts) + "." + tail
 
 

@@ -103,11 +103,11 @@ def hold(servers: list[WSGIServer], hold_s: float, say: Callable[[str], None],
     if not servers:
         return
     done = wake or threading.Event()
-    say(f"serving for {hold_s:g} s; Ctrl-C stops it")
     saved: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             saved[sig] = signal.signal(sig, lambda _n, _f: done.set())
+    say(f"serving for {hold_s:g} s; Ctrl-C stops it")  # only now: a Ctrl-C after this line is handled
     try:
         done.wait(hold_s)
     finally:

@@ -9,9 +9,11 @@ at --open-fraction of the capacity measured first (so latency is measured honest
 omission), and a closed-loop saturating load (--clients keep-alive clients). Pinned: the service
 and the load on CPU 0, diagnose on the others (taskset); unpinned: everyone shares. Prints, per
 load and pinning, the median (and min-max) of throughput, P50 and P99 against the no-attach
-reference, diagnose's own CPU (its threads + py-spy, from each bundle's manifest ``cost``), and the
-target's own CPU per request served against the reference (utime + stime from /proc: the least
-disturbed by a busy host; with the load average at the end).
+reference, diagnose's own CPU (its threads + py-spy, from each bundle's manifest ``cost``) and its
+parts (py-spy windows / the parsing child / diagnose's own threads), the target's own CPU per request
+served against the reference (utime + stime from /proc: the least disturbed by a busy host; with the
+load average at the end), and the time to verdict (findings.json written minus the manifest's
+``ended_ns``; the capture lasts the measurement plus 2 s, not 30 s).
 
     python benchmarks/overhead.py --seconds 10 --rounds 3
 
@@ -115,7 +117,7 @@ def with_cpu(pid: int, measure, seconds: float) -> dict:
 
 def one_run(pid: int, cond: list[str] | None, measure, seconds: float, diag_cpus: str | None) -> dict:
     if cond is None:
-        return with_cpu(pid, measure, seconds) | {"diag_cpu_pct": 0.0}
+        return with_cpu(pid, measure, seconds) | diag_cpu({}) | {"verdict_after_s": None}
     out = tempfile.mkdtemp(prefix="dg-bench-out-")
     attach = subprocess.Popen([*_taskset(diag_cpus), sys.executable, "-m", "diagnose", "attach", str(pid),
                                "--duration", str(seconds + 2), "--out", out, "--no-tui", *cond],
@@ -124,10 +126,22 @@ def one_run(pid: int, cond: list[str] | None, measure, seconds: float, diag_cpus
     r = with_cpu(pid, measure, seconds)
     attach.wait(120)
     manifests = glob.glob(f"{out}/*/manifest.json")
-    cost = json.loads(Path(manifests[0]).read_text()).get("cost", {}) if manifests else {}
+    manifest = json.loads(Path(manifests[0]).read_text()) if manifests else {}
+    findings = Path(manifests[0]).with_name("findings.json") if manifests else None
+    after_s = (findings.stat().st_mtime - manifest["ended_ns"] / 1e9
+               if findings and findings.is_file() and manifest.get("ended_ns") else None)
     shutil.rmtree(out, ignore_errors=True)
+    return r | diag_cpu(manifest.get("cost", {})) | {"verdict_after_s": after_s}
+
+
+def diag_cpu(cost: dict) -> dict:
+    """diagnose's CPU in % of one core over the capture, whole and by part, from the manifest's ``cost``:
+    the py-spy windows (its children less the parsing child), the parsing child (``parse_ahead_cpu_s``)
+    and diagnose's own threads (collectors, capture loop, analysis imports)."""
     wall = cost.get("wall_s") or 1.0
-    return r | {"diag_cpu_pct": 100 * (cost.get("diagnose_cpu_s", 0) + cost.get("children_cpu_s", 0)) / wall}
+    own, children, ahead = (cost.get(k) or 0.0 for k in ("diagnose_cpu_s", "children_cpu_s", "parse_ahead_cpu_s"))
+    return {"diag_cpu_pct": 100 * (own + children) / wall, "pyspy_pct": 100 * max(0.0, children - ahead) / wall,
+            "ahead_pct": 100 * ahead / wall, "own_pct": 100 * own / wall}
 
 
 def _fmt(ref: list[dict], runs: list[dict], key: str) -> str:
@@ -158,11 +172,16 @@ def bench(args, pinned: bool) -> list[str]:
                     + (f" at {args.open_fraction * capacity:.0f} req/s ({args.open_fraction:.0%} of {capacity:.0f})"
                        if load == "open-loop" else f", {args.clients} clients") + f", {args.rounds} rounds")
             lines += [head, f"  {'condition':18s} {'throughput':>18s} {'P50':>18s} {'P99':>18s} {'diagnose CPU':>14s}"
-                      f" {'target CPU/req':>18s}"]
+                      f" {'py-spy/parse/own':>18s} {'target CPU/req':>18s} {'verdict after':>14s}"]
             for name, runs in results.items():
-                cpu = statistics.median(r["diag_cpu_pct"] for r in runs)
+                cpu = {k: statistics.median(r[k] for r in runs) for k in ("diag_cpu_pct", "pyspy_pct", "ahead_pct",
+                                                                            "own_pct")}
+                parts = f"{cpu['pyspy_pct']:.1f}/{cpu['ahead_pct']:.1f}/{cpu['own_pct']:.1f} %"
+                afters = [r["verdict_after_s"] for r in runs if r["verdict_after_s"] is not None]
+                after = f"{statistics.median(afters):.2f} s" if afters else "-"
                 lines.append(f"  {name:18s} {_fmt(ref, runs, 'qps'):>18s} {_fmt(ref, runs, 'p50_ms'):>18s} "
-                             f"{_fmt(ref, runs, 'p99_ms'):>18s} {cpu:12.1f} % {_fmt(ref, runs, 'cpu_us_per_req'):>18s}")
+                             f"{_fmt(ref, runs, 'p99_ms'):>18s} {cpu['diag_cpu_pct']:12.1f} % {parts:>18s} "
+                             f"{_fmt(ref, runs, 'cpu_us_per_req'):>18s} {after:>14s}")
             lines.append(f"  reference (none): {statistics.median(r['qps'] for r in ref):.1f} req/s, "
                          f"P50 {statistics.median(r['p50_ms'] for r in ref):.2f} ms, "
                          f"P99 {statistics.median(r['p99_ms'] for r in ref):.2f} ms, target CPU "

@@ -23,6 +23,7 @@ from diagnose.cli.common import (
     load_thresholds,
 )
 from diagnose.cli.options import LazyChoice, capture_options, check_otlp_listen, export_options, metrics_option
+from diagnose.demo.scenarios import MAX_QPS
 
 
 def run_capture(pid: int, duration: float, out: Path, rate: int = 50, native: bool = False,
@@ -166,7 +167,7 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
     sys.exit(code)
 
 
-MAX_DEMO_QPS = 1000.0  # the load generator plans every arrival up front: bounded memory
+MAX_DEMO_QPS = MAX_QPS  # the load generator plans every arrival up front: bounded memory
 
 
 def _finite(ctx, param, value: float | None) -> float | None:
@@ -187,7 +188,8 @@ def _scenario_names() -> list[str]:
 @click.option("--scenario", type=LazyChoice(_scenario_names), default="service", show_default=True,
               help="What limits the demo service (see docs/demo.md).")
 @click.option("--qps", type=click.FloatRange(min=0.1, max=MAX_DEMO_QPS), callback=_finite,
-              help=f"Offered load (Poisson arrivals/s, at most {MAX_DEMO_QPS:g}); default: the scenario's.")
+              help=f"Offered load (Poisson arrivals/s, at most {MAX_DEMO_QPS:g}); default: the scenario's "
+              "load times the service's capacity, measured first.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which the bundle directory is created.")
 @click.option("--no-tui", is_flag=True, help="Headless: no live progress line.")

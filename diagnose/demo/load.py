@@ -1,6 +1,6 @@
 """The demo's load generator process: open-loop Poisson arrivals at a scenario's QPS until stopped.
 
-``python -m diagnose.demo.load --url URL --scenario NAME [--qps Q] [--connections N]`` sends the
+``python -m diagnose.demo.load --url URL --scenario NAME --qps Q [--connections N]`` sends the
 scenario's request body (diagnose/demo/bodies.py) until SIGTERM or SIGINT (or ``--max-seconds``),
 then prints one JSON line, its client-side view, and exits at once (requests still open are censored):
 {"offered_qps", "achieved_qps", "requests" (answered 2xx), "errors", "unfinished", "p50_ms",
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--url", required=True)
     ap.add_argument("--scenario", choices=sorted(SCENARIOS), default=DEFAULT_SCENARIO)
-    ap.add_argument("--qps", type=float, help="offered rate (default: the scenario's)")
+    ap.add_argument("--qps", type=float, required=True,
+                    help="offered rate (diagnose/demo/runner.py: the scenario's load times the measured capacity)")
     ap.add_argument("--connections", type=int, help="client connections (default: the scenario's)")
     ap.add_argument("--max-seconds", type=float, default=3600.0)
     args = ap.parse_args(argv)
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        result = run_until_stopped(args.url, args.qps or sc.qps, stop, max_s=args.max_seconds,
+        result = run_until_stopped(args.url, args.qps, stop, max_s=args.max_seconds,
                                    body=request_body(sc.name), connections=args.connections or sc.connections)
     except OpenLoopError as exc:
         ap.error(str(exc))

@@ -1,10 +1,11 @@
 """Start a demo scenario's processes and always stop them: the service under the diagnose agent (as
 ``diagnose run`` starts a command), its slow upstream (io scenario) and the open-loop load generator.
 
-``running_demo`` yields a ``DemoRun`` once the service listens, its agent answers and the load has
-warmed it up; ``DemoRun.stop`` (called when the capture's collection ends, and again on the way out)
-sends SIGTERM to every child at once and kills what is still there after STOP_GRACE_S, so all of them
-are gone within about that long. The load generator's last stdout line is its client-side summary.
+``running_demo`` yields a ``DemoRun`` once the service listens, its agent answers, its capacity is
+measured (unless a rate is given: ``capacity_qps``) and the load has warmed it up; ``DemoRun.stop``
+(called when the capture's collection ends, and again on the way out) sends SIGTERM to every child
+at once and kills what is still there after STOP_GRACE_S, so all of them are gone within about that
+long. The load generator's last stdout line is its client-side summary.
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from diagnose.demo.scenarios import REMEDIES, SCENARIOS, remedied
+from diagnose.demo.scenarios import MAX_QPS, REMEDIES, SCENARIOS, Scenario, remedied
 
 STARTUP_TIMEOUT_S = 60.0
 WARMUP_S = 1.5
 STOP_GRACE_S = 1.5  # SIGTERM, then SIGKILL: every child gone within this (plus a reap)
+PROBE_OFFER_QPS = 2000.0  # far past any scenario's capacity: the connections, all busy, bound what is in flight
+PROBE_S = 2.0  # the measured part of the capacity probe
+PROBE_WARMUP_S = 1.0  # the first requests of a fresh service are slow (allocations, first batches)
 
 
 class DemoError(Exception):
@@ -41,6 +45,9 @@ class DemoRun:
     url: str
     children: list[subprocess.Popen] = field(default_factory=list)
     load: subprocess.Popen | None = None
+    offered_qps: float = 0.0
+    capacity_qps: float | None = None  # measured before the capture (None: the caller gave the rate)
+    load_factor: float | None = None  # the scenario's offered rate as a multiple of that capacity
     stopped_in_s: float | None = None  # how long stop() took to see every child gone
     _load_out: str = ""
 
@@ -121,16 +128,51 @@ def _check_dependencies() -> None:
         raise DemoError(f"the demo needs {' and '.join(missing)}: pip install 'diagnose[demo]'")
 
 
-@contextmanager
-def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) -> Iterator[DemoRun]:
-    """Start ``scenario`` (diagnose/demo/scenarios.py), with its first remedy applied when ``remedy``
-    (the same load); stop every child on the way out. Raises DemoError when a part cannot start (the
-    demo extra not installed, a child that exits) or the scenario has no remedy."""
+def measure_capacity(url: str, scenario: str, connections: int) -> float:
+    """Requests/s the service completes with ``connections`` clients, each sending as soon as it is
+    answered: an open loop offered PROBE_OFFER_QPS for PROBE_WARMUP_S + PROBE_S (diagnose/demo/openloop.py;
+    the warm-up's requests are not counted). Raises DemoError when it completes none."""
+    from diagnose.demo.bodies import request_body
+    from diagnose.demo.openloop import run_open_loop
+
+    r = run_open_loop(url, PROBE_OFFER_QPS, PROBE_S, warmup_s=PROBE_WARMUP_S, drain_s=0.0,
+                      body=request_body(scenario), connections=connections)
+    if not r.achieved_qps > 0:
+        raise DemoError(f"the demo service answered no request while its capacity was measured "
+                        f"({r.errors} errors: {r.first_error}); is the machine overloaded?")
+    return r.achieved_qps
+
+
+def _serve(sc: Scenario, remedy: bool, extra: list[str], errlog: IO[str]) -> tuple[subprocess.Popen, str]:
+    """The scenario's service under the agent, once it listens and its agent answered: (process, URL)."""
     from diagnose.agent.host.run import agent_env
 
+    service = subprocess.Popen([sys.executable, "-m", "diagnose.demo.server", "--scenario", sc.name, "--port", "0",
+                                *extra, *(["--remedy"] if remedy else [])],
+                               stdout=subprocess.PIPE, stderr=errlog, text=True,
+                               env=agent_env(_env(sc.torch_threads)))
+    try:
+        port = _read_port(service, errlog, "service")
+        _wait_agent(service)
+    except BaseException:
+        service.kill()
+        service.wait()
+        raise
+    return service, f"http://127.0.0.1:{port}/" + ("generate" if sc.stream else "predict")
+
+
+@contextmanager
+def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) -> Iterator[DemoRun]:
+    """Start ``scenario`` (diagnose/demo/scenarios.py), with its first remedy applied when ``remedy``,
+    and offer it ``qps``, or by default the scenario's ``load`` times its capacity measured first
+    (``measure_capacity``; with ``remedy``, the plain service's, started for the probe alone, so a
+    plain run and its remedy get the same load); stop every child on the way out. Raises DemoError
+    when a part cannot start (the demo extra not installed, a child that exits) or the scenario has no
+    remedy."""
     if remedy and scenario not in REMEDIES:
         raise DemoError(f"scenario {scenario} has no --remedy: give one of {', '.join(sorted(REMEDIES))}")
-    sc = remedied(SCENARIOS[scenario]) if remedy else SCENARIOS[scenario]
+    plain = SCENARIOS[scenario]
+    sc = remedied(plain) if remedy else plain
     _check_dependencies()
     errlog = tempfile.TemporaryFile(mode="w+")  # a pipe could fill up and block a child
     py = sys.executable
@@ -143,18 +185,31 @@ def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) 
                                   stderr=errlog, text=True, env=_env(1))
             run.children.append(up)
             extra = ["--upstream", f"http://127.0.0.1:{_read_port(up, errlog, 'upstream')}/lookup"]
-        service = subprocess.Popen([py, "-m", "diagnose.demo.server", "--scenario", sc.name, "--port", "0", *extra,
-                                    *(["--remedy"] if remedy else [])],
-                                   stdout=subprocess.PIPE, stderr=errlog, text=True,
-                                   env=agent_env(_env(sc.torch_threads)))
+        if qps is None and remedy:  # the plain service's capacity, then the fixed one in its place
+            probe, url = _serve(plain, False, extra, errlog)
+            run.children.append(probe)
+            try:
+                run.capacity_qps = measure_capacity(url, plain.name, plain.connections)
+            finally:
+                probe.terminate()
+                try:
+                    probe.wait(STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    probe.kill()
+                    probe.wait()
+                run.children.remove(probe)
+        service, run.url = _serve(sc, remedy, extra, errlog)
         run.children.append(service)
         run.pid = service.pid
-        port = _read_port(service, errlog, "service")
-        run.url = f"http://127.0.0.1:{port}/" + ("generate" if sc.stream else "predict")
-        _wait_agent(service)
+        if qps is None:
+            if run.capacity_qps is None:
+                run.capacity_qps = measure_capacity(run.url, sc.name, sc.connections)
+            run.load_factor = plain.load
+            qps = max(0.1, min(MAX_QPS, plain.load * run.capacity_qps))
+        run.offered_qps = qps
         run.load = subprocess.Popen([py, "-m", "diagnose.demo.load", "--url", run.url, "--scenario", sc.name,
-                                     *(["--qps", f"{qps:g}"] if qps else [])],
-                                    stdout=subprocess.PIPE, stderr=errlog, text=True, env=_env(1))
+                                     "--qps", f"{qps:.6g}"], stdout=subprocess.PIPE, stderr=errlog, text=True,
+                                    env=_env(1))
         run.children.append(run.load)
         time.sleep(WARMUP_S)
         if run.load.poll() is not None:
@@ -167,4 +222,4 @@ def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) 
         errlog.close()
 
 
-__all__ = ["DemoError", "DemoRun", "STOP_GRACE_S", "running_demo"]
+__all__ = ["DemoError", "DemoRun", "STOP_GRACE_S", "measure_capacity", "running_demo"]

@@ -48,6 +48,8 @@ def test_healthy_scenario_says_nothing_limits_it(tmp_path):
     doc = _run("healthy", tmp_path)
     _check("healthy", doc)
     assert "nothing limits this service now" in doc["verdict"]["headline"]
+    # offered the scenario's load times the capacity measured first (diagnose/demo/runner.py)
+    assert "0.02 x the " in doc["_stdout"] and "QPS capacity measured before the capture" in doc["_stdout"]
 
 
 SLOW = [s for s in EXPECTED if s not in ("healthy", "service")]

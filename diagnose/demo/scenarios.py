@@ -41,8 +41,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "through a connection pool of 2", 0.55, 32, 1, 8, upstream=True),
     Scenario("unbatched", "one model worker runs batch-1 forwards of a wide MLP (1024-4096-4096-10, 15-40 ms "
              "each) under many concurrent clients: requests queue behind it", 1.5, 32, 1, 1),
+    # llm: one connection, so its worker generates back to back with no queue in front of it (the
+    # backlog waits in the client); with 8, any load that kept the worker busy queued requests behind it
+    # as long as they were served, and the verdict read that queue (unbatched) or no load by turns
     Scenario("llm", "a small causal LM (random weights) generating token by token with a KV cache, "
-             "streamed to the client; TTFT and TPOT in gen_ai.* span attributes", 0.8, 8, 1, 1, stream=True),
+             "streamed to the client one request at a time; TTFT and TPOT in gen_ai.* span attributes",
+             1.0, 1, 1, 1, stream=True),
     Scenario("healthy", "well batched, fast serialization, offered well below capacity: nothing dominates",
              0.02, 8, 1, 16, serializer="orjson"),
 )}

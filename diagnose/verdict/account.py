@@ -19,6 +19,11 @@ from diagnose.rules import LAYER_PLAN
 from diagnose.verdict.remedy import kind_remedy, remedy_for
 
 MIXED_RATIO = 0.75
+# The first two quadrants of the limiting account this close (the second at least TIE_RATIO of the
+# first): a tie that the account cannot settle, since a thread waiting on another mirrors the other's
+# time (an event loop awaiting a busy worker). The request-time account breaks it where it ranks one of
+# the two first: the quadrant the requests themselves spend their time in leads.
+TIE_RATIO = 0.9
 MIXED_MIN_SHARE = 0.15
 NO_LOAD_MIN_SHARE = 0.8  # waiting for work at least this share of thread-time: no load
 # A service whose busiest thread runs under this % of a core (and the process under this % of the host's
@@ -125,15 +130,36 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
         return replace(starved, headline=f"{starved.headline} On dedicated cores it would read: {own.headline}",
                        remedy=kind_remedy(KINDS["wait.core"], signals),
                        dedicated=OwnReading(own.quadrant, own.layer, own.remedy, lead, own.headline))
-    return _reading(acc, conf, why, findings, signals)[0]
+    return _reading(acc, conf, why, findings, signals, _requests_lead(accounts))[0]
+
+
+def _requests_lead(accounts: tuple[Account, ...]) -> Quadrant | None:
+    """The quadrant that leads the request-time account (stage spans or the engine's metrics), if any."""
+    acc = next((a for a in accounts[1:] if a.resource == "requests" and a.terms), None)
+    if acc is None:
+        return None
+    scores = _scores(acc)
+    top = max(scores, key=scores.__getitem__)
+    return top if scores[top] > 0 else None
+
+
+def _ranked(scores: dict[Quadrant, float], tie_break: Quadrant | None) -> list[tuple[Quadrant, float]]:
+    """Quadrants by share; the first two swapped when they tie (TIE_RATIO) and ``tie_break`` is the second."""
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    s1, (q2, s2) = ranked[0][1], ranked[1]
+    if tie_break is not None and q2 == tie_break and s2 > 0 and s2 >= TIE_RATIO * s1:
+        ranked[0], ranked[1] = ranked[1], ranked[0]
+    return ranked
 
 
 def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
-             signals: dict[str, Signal]) -> tuple[Verdict, str | None]:
-    """The verdict of one account (no load, or its top quadrant's lead term) and the lead's kind."""
+             signals: dict[str, Signal], tie_break: Quadrant | None = None) -> tuple[Verdict, str | None]:
+    """The verdict of one account (no load, or its top quadrant's lead term) and the lead's kind;
+    ``tie_break``: the quadrant that leads where the first two tie (the request-time account's)."""
     scores = _scores(acc)
-    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    ranked = _ranked(scores, tie_break)
     (q1, s1), (q2, s2) = ranked[0], ranked[1]
+    tied = ranked[0][1] < ranked[1][1]
     idle = _no_load(acc, scores, conf, why, signals)
     if idle is not None:
         return idle, "idle.work"
@@ -142,7 +168,7 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
                        f"No verdict: the {NAMES.get(acc.resource)} account attributes no time to a quadrant.",
                        account=acc.resource, confidence_reason=why), None
     lead = _lead(acc, q1)
-    mixed = q2 if s2 > 0 and s2 >= MIXED_RATIO * s1 and s2 >= MIXED_MIN_SHARE else None
+    mixed = q2 if s2 > 0 and (tied or s2 >= MIXED_RATIO * s1) and s2 >= MIXED_MIN_SHARE else None
     plan = _plan(q1, lead.layer)
     title = f"{q1.value}-bound" + (f", with {mixed.value} ({_lead(acc, mixed).label.replace(':', ' -')})"
                                    if mixed else "")
@@ -151,8 +177,10 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
     part = (f"{lead.label[0].upper() + lead.label[1:]}: {lead.share:.0%} of the {what}" if lead.share >= s1 - 1e-9
             else f"{q1.value} holds {s1:.0%} of the {what}, "
                  f"{'most of it' if lead.share > s1 / 2 else 'the largest part'} {lead.label} ({lead.share:.0%})")
+    tie = (f" It ties with {q2.value} ({s2:.0%}) in the {what}; the requests spend most of their time in "
+           f"{q1.value}, so {q1.value} leads." if tied else "")
     headline = (f"{title}: act on the {lead.layer.value if lead.layer else 'service'} layer first (plan: {plan}). "
-                f"{part}." + (f" {f.summary}" if f is not None and f.quadrant else ""))
+                f"{part}.{tie}" + (f" {f.summary}" if f is not None and f.quadrant else ""))
     return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why,
                    remedy=remedy_for(lead, signals)), lead.kind
 

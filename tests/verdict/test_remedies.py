@@ -121,3 +121,26 @@ def test_a_starved_host_keeps_the_system_first_and_states_the_dedicated_reading(
     assert "83%" in own.headline  # serialization's share of the time left once the core waits are out
     # a host that does not starve the target has no dedicated reading
     assert decide((_threads(_term(ser, 0.8), _term(core, 0.1)),), [], signals=BUSY).dedicated is None
+
+
+def _requests(*terms: AccountTerm) -> Account:
+    return Account("requests", "request time (stage spans)", "request-s", 100.0, terms, observations=600)
+
+
+def test_a_thread_time_tie_is_settled_by_where_the_requests_spend_their_time():
+    """An event loop awaiting a busy batch-1 worker mirrors the worker's time: 0.47 queued (service) against
+    0.49 of model work streaming memory (bandwidth) is a tie the thread account cannot settle; the requests,
+    96% queued, settle it. The demo's unbatched scenario on a quiet host read bandwidth / model before."""
+    threads = _threads(_term(KINDS["cpu.memory"], 0.49), _term(UNBATCHED, 0.47))
+    queued = _requests(_term(KINDS["stage.queue"], 0.96), _term(KINDS["stage.model"], 0.04))
+    v = decide((threads, queued), [], signals=BUSY)
+    assert (v.quadrant, v.layer, v.mixed_with) == (Quadrant.SERVICE, Layer.SERVICE, Quadrant.BANDWIDTH), v.headline
+    assert v.remedy == kind_remedy(UNBATCHED) and "It ties with bandwidth (49%)" in v.headline
+    # without the request account, or with the requests in the lead's quadrant, the thread account's order stands
+    assert decide((threads,), [], signals=BUSY).quadrant == Quadrant.BANDWIDTH
+    modelled = _requests(_term(KINDS["cpu.memory"], 0.8, "stage.model"), _term(KINDS["stage.queue"], 0.2))
+    assert decide((threads, modelled), [], signals=BUSY).quadrant == Quadrant.BANDWIDTH
+    # not a tie (the second under TIE_RATIO of the first): the requests do not overrule it
+    clear = _threads(_term(KINDS["cpu.memory"], 0.6), _term(UNBATCHED, 0.35))
+    v = decide((clear, queued), [], signals=BUSY)
+    assert v.quadrant == Quadrant.BANDWIDTH and "ties" not in v.headline

@@ -5,6 +5,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -148,3 +152,17 @@ class AsUid:
     def __exit__(self, *exc: object) -> None:
         os.close(self._hold_w)
         os.waitpid(self.pid, 0)
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real threaded HTTP server on 127.0.0.1 (an ephemeral port) serving ``handler`` from a daemon
+    thread; yields its base URL, shuts it down on the way out."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -7,11 +7,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from diagnose.demo.runner import PROBE_S, DemoError, measure_capacity
+from helpers import http_server
 
 SERVICE_S = 0.01  # each request holds the one worker this long: capacity 100 requests/s
 
@@ -38,15 +39,8 @@ def serial_server(status: int = 200) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/predict"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with http_server(Handler) as base:
+        yield f"{base}/predict"
 
 
 def test_the_probe_measures_what_one_serial_worker_completes():

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from agent_helpers import service  # noqa: F401  (fixture)
 from diagnose.bundle import Bundle
 from diagnose.bundle.importers import import_files
 from diagnose.verdict.analyze import analyze
-from helpers import REPO, SHARED_DATA, findings, only_bundle, run_diagnose
+from helpers import REPO, SHARED_DATA, findings, http_server, only_bundle, run_diagnose
 
 FIXTURES = REPO / "fixtures"
 TRACES = SHARED_DATA / "torch-traces"
@@ -100,15 +100,8 @@ class _SlowUpstream(BaseHTTPRequestHandler):
 
 @contextmanager
 def _upstream():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _SlowUpstream)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/slow"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with http_server(_SlowUpstream) as base:
+        yield f"{base}/slow"
 
 
 @contextmanager

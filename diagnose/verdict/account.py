@@ -19,12 +19,12 @@ from diagnose.rules import LAYER_PLAN
 from diagnose.verdict.remedy import kind_remedy, remedy_for
 
 MIXED_RATIO = 0.75
+MIXED_MIN_SHARE = 0.15
 # The first two quadrants of the limiting account this close (the second at least TIE_RATIO of the
 # first): a tie that the account cannot settle, since a thread waiting on another mirrors the other's
 # time (an event loop awaiting a busy worker). The request-time account breaks it where it ranks one of
 # the two first: the quadrant the requests themselves spend their time in leads.
 TIE_RATIO = 0.9
-MIXED_MIN_SHARE = 0.15
 NO_LOAD_MIN_SHARE = 0.8  # waiting for work at least this share of thread-time: no load
 # A service whose busiest thread runs under this % of a core (and the process under this % of the host's
 # cores) while its lead is CPU work is below capacity: no load, with its headroom (the near-idle batched
@@ -177,8 +177,8 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
     part = (f"{lead.label[0].upper() + lead.label[1:]}: {lead.share:.0%} of the {what}" if lead.share >= s1 - 1e-9
             else f"{q1.value} holds {s1:.0%} of the {what}, "
                  f"{'most of it' if lead.share > s1 / 2 else 'the largest part'} {lead.label} ({lead.share:.0%})")
-    tie = (f" It ties with {q2.value} ({s2:.0%}) in the {what}; the requests spend most of their time in "
-           f"{q1.value}, so {q1.value} leads." if tied else "")
+    tie = (f" It ties with {q2.value} ({s2:.0%}) in the {what}; {q1.value} leads the request time, so it "
+           "leads here." if tied else "")
     headline = (f"{title}: act on the {lead.layer.value if lead.layer else 'service'} layer first (plan: {plan}). "
                 f"{part}.{tie}" + (f" {f.summary}" if f is not None and f.quadrant else ""))
     return Verdict(q1, lead.layer, scores, conf, headline, mixed, acc.resource, why,

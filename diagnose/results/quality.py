@@ -146,11 +146,12 @@ class SpansQuality(msgspec.Struct, frozen=True, kw_only=True):
     end_before_start, longer_than_24h), ``requests_excluded`` (server-lifetime root spans left out of
     the request statistics), ``coverage`` (spans a producer dropped), ``sampling`` and ``sampled``
     (the agent's sampling and its statement), ``outside_window`` (no request ended inside the
-    capture window)."""
+    capture window), ``repeated_ids`` (spans that repeat another's trace and span id)."""
 
     count: int = 0
     invalid: dict[str, int] = {}
     requests_excluded: str | None = None
+    repeated_ids: str | None = None
     coverage: SpansCoverage | None = None
     sampling: SpansSampling | None = None
     sampled: str | None = None

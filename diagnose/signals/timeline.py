@@ -203,6 +203,19 @@ def _excluded_note(ss: SpanSet) -> str | None:
             f"statistics (QPS, latency, window) as server-lifetime spans: {ex['rule']}")
 
 
+def _repeated_note(ss: SpanSet) -> str | None:
+    """One sentence on spans whose (trace id, span id) another span already has: ids come from the
+    target, which may repeat them (a broken id generator, a replayed export), and the request
+    statistics then count each id's stages once (signals/spans/analytics.py ``_requests``)."""
+    ids = {(s.trace_id, s.span_id) for s in ss.spans}
+    repeated = len(ss.spans) - len(ids)
+    if not repeated:
+        return None
+    return (f"{repeated} of {len(ss.spans)} spans repeat the (trace id, span id) of another: requests sharing "
+            "an id share its stages, each counted once in the first of them (check the target's id generator, "
+            "or an exporter that sends a batch twice)")
+
+
 def _typed(summary: dict[str, Any], kind: type[T]) -> T:
     """A span summary (signals/spans/) as its Details section; numpy scalars as their numbers."""
     return msgspec.convert(msgspec.to_builtins(summary, enc_hook=scalar), kind)
@@ -259,7 +272,7 @@ def timeline_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) ->
                          ranks_notes=tuple(job.notes) if job else (),
                          device_not_recorded=tuple(w for r in reports if (w := r.device_not_recorded)))
     spans = SpansQuality(
-        count=len(ss.spans), invalid=ss.invalid, requests_excluded=_excluded_note(ss),
+        count=len(ss.spans), invalid=ss.invalid, requests_excluded=_excluded_note(ss), repeated_ids=_repeated_note(ss),
         coverage=coverage.quality() if coverage else None, sampling=sampling.quality() if sampling else None,
         sampled=sampling.statement() if sampling else None,
         outside_window=(f"none of the {summary.ended_outside_window} requests (root spans) ended inside the "

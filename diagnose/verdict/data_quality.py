@@ -14,7 +14,7 @@ from diagnose.results.quality import DataQuality, QualityWarning
 def warnings(dq: DataQuality) -> tuple[QualityWarning, ...]:
     """Each section's statements with the collectors they concern, in a fixed order: spans dropped,
     spans sampled, py-spy undersampled and overran, process gaps, a late torch trace, spans
-    outside the capture window."""
+    outside the capture window, spans that repeat another's id."""
     spans, pyspy, process, torch = dq.spans, dq.pyspy, dq.process, dq.torch
     out = []
     if spans is not None and spans.coverage is not None:
@@ -24,7 +24,8 @@ def warnings(dq: DataQuality) -> tuple[QualityWarning, ...]:
         (pyspy.undersampled if pyspy else None, ("pyspy",)), (pyspy.overran if pyspy else None, ("pyspy",)),
         (process.gaps_statement if process else None, ("process",)),
         (torch.trace_late if torch else None, ("agent",)),
-        (spans.outside_window if spans else None, ("agent", "otlp")))
+        (spans.outside_window if spans else None, ("agent", "otlp")),
+        (spans.repeated_ids if spans else None, ("agent", "otlp")))
     out += [QualityWarning(collectors, text) for text, collectors in statements if text]
     return tuple(out)
 

@@ -417,3 +417,34 @@ def test_spans_repeating_a_few_ids_cost_time_linear_in_the_spans(monkeypatch):
     assert len(shared_ss.requests) == n  # each root clipped to its own time: the family is 10 ns wide
     assert {r.stage_ns["model"] for r in shared_ss.requests} <= set(range(0, n + 11))
     assert shared_ss.requests[0].stage_ns["model"] == 10 + n - 1
+
+
+def test_spans_that_repeat_an_id_are_stated_in_the_data_quality(tmp_path):
+    """A target whose exporter sent a batch twice (or whose id generator repeats): the report says how
+    many spans repeat another's (trace id, span id), on the first screen with the other warnings."""
+    from diagnose.verdict.data_quality import warnings
+
+    t0, ms = 1_700_000_000 * 10**9, 10**6
+    w = BundleWriter(tmp_path)
+    for i in range(30):
+        a = t0 + i * 20 * ms
+        for _ in range(2 if i < 5 else 1):  # the first 5 requests exported twice: 10 spans repeated
+            w.stream(SPANS.name).write({"trace_id": f"{i:032x}", "span_id": "1" * 16, "name": "POST /x",
+                                        "kind": "server", "start_ns": a, "end_ns": a + 10 * ms})
+            w.stream(SPANS.name).write({"trace_id": f"{i:032x}", "span_id": "2" * 16, "parent_span_id": "1" * 16,
+                                        "name": "generate", "start_ns": a, "end_ns": a + 5 * ms})
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**9, "collectors": []})
+    w.close()
+    a = analyze(Bundle.open(tmp_path))
+    note = a.data_quality.spans.repeated_ids
+    assert note is not None and note.startswith("10 of 70 spans repeat the (trace id, span id) of another")
+    assert any(wn.text == note for wn in warnings(a.data_quality))
+    assert a.signals["spans.p50_ms"].value == pytest.approx(10.0)  # the analysis goes on
+    unique = tmp_path / "unique"
+    unique.mkdir(mode=0o700)
+    w = BundleWriter(unique)
+    w.stream(SPANS.name).write({"trace_id": "1" * 32, "span_id": "1" * 16, "name": "POST /x", "kind": "server",
+                                "start_ns": t0, "end_ns": t0 + ms})
+    w.write_manifest({"schema_version": 1, "started_ns": t0, "ended_ns": t0 + 10**9, "collectors": []})
+    w.close()
+    assert analyze(Bundle.open(unique)).data_quality.spans.repeated_ids is None

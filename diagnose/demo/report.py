@@ -13,7 +13,7 @@ def _ms(v: Any) -> str:
 def _calibration(run: DemoRun) -> str:
     if run.capacity_qps is None or run.load_factor is None:
         return ""
-    return f" ({run.load_factor:g} x the {run.capacity_qps:.1f} QPS capacity measured before the capture)"
+    return f" ({run.load_factor:.3g} x the {run.capacity_qps:.1f} QPS capacity measured before the capture)"
 
 
 def load_line(run: DemoRun, report: Any | None, analysis_cpu_s: float | None = None) -> str:

@@ -128,15 +128,18 @@ def _check_dependencies() -> None:
         raise DemoError(f"the demo needs {' and '.join(missing)}: pip install 'diagnose[demo]'")
 
 
-def measure_capacity(url: str, scenario: str, connections: int) -> float:
+def measure_capacity(url: str, scenario: str, connections: int, service: subprocess.Popen | None = None) -> float:
     """Requests/s the service completes with ``connections`` clients, each sending as soon as it is
     answered: an open loop offered PROBE_OFFER_QPS for PROBE_WARMUP_S + PROBE_S (diagnose/demo/openloop.py;
-    the warm-up's requests are not counted). Raises DemoError when it completes none."""
+    the warm-up's requests are not counted), so at most PROBE_OFFER_QPS. Raises DemoError when it
+    completes none (naming the exit code of ``service`` when that process ended)."""
     from diagnose.demo.bodies import request_body
     from diagnose.demo.openloop import run_open_loop
 
     r = run_open_loop(url, PROBE_OFFER_QPS, PROBE_S, warmup_s=PROBE_WARMUP_S, drain_s=0.0,
                       body=request_body(scenario), connections=connections)
+    if not r.achieved_qps > 0 and service is not None and service.poll() is not None:
+        raise DemoError(f"the demo service exited with code {service.returncode} while its capacity was measured")
     if not r.achieved_qps > 0:
         raise DemoError(f"the demo service answered no request while its capacity was measured "
                         f"({r.errors} errors: {r.first_error}); is the machine overloaded?")
@@ -161,12 +164,33 @@ def _serve(sc: Scenario, remedy: bool, extra: list[str], errlog: IO[str]) -> tup
     return service, f"http://127.0.0.1:{port}/" + ("generate" if sc.stream else "predict")
 
 
+def _upstream(sc: Scenario, errlog: IO[str], run: DemoRun) -> list[str]:
+    """The io scenario's slow upstream, started as a child of ``run``: the service's arguments naming it."""
+    if not sc.upstream:
+        return []
+    up = subprocess.Popen([sys.executable, "-m", "diagnose.demo.upstream", "--port", "0",
+                           "--latency-ms", f"{sc.upstream_latency_ms:g}"], stdout=subprocess.PIPE,
+                          stderr=errlog, text=True, env=_env(1))
+    run.children.append(up)
+    return ["--upstream", f"http://127.0.0.1:{_read_port(up, errlog, 'upstream')}/lookup"]
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """SIGTERM, and SIGKILL after STOP_GRACE_S."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextmanager
 def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) -> Iterator[DemoRun]:
     """Start ``scenario`` (diagnose/demo/scenarios.py), with its first remedy applied when ``remedy``,
     and offer it ``qps``, or by default the scenario's ``load`` times its capacity measured first
-    (``measure_capacity``; with ``remedy``, the plain service's, started for the probe alone, so a
-    plain run and its remedy get the same load); stop every child on the way out. Raises DemoError
+    (``measure_capacity``; with ``remedy``, the plain service's and its own upstream's, started for the
+    probe alone, so a plain run and its remedy get the same load); stop every child on the way out. Raises DemoError
     when a part cannot start (the demo extra not installed, a child that exits) or the scenario has no
     remedy."""
     if remedy and scenario not in REMEDIES:
@@ -178,34 +202,24 @@ def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) 
     py = sys.executable
     run = DemoRun(scenario, 0, "")
     try:
-        extra: list[str] = []
-        if sc.upstream:
-            up = subprocess.Popen([py, "-m", "diagnose.demo.upstream", "--port", "0",
-                                   "--latency-ms", f"{sc.upstream_latency_ms:g}"], stdout=subprocess.PIPE,
-                                  stderr=errlog, text=True, env=_env(1))
-            run.children.append(up)
-            extra = ["--upstream", f"http://127.0.0.1:{_read_port(up, errlog, 'upstream')}/lookup"]
-        if qps is None and remedy:  # the plain service's capacity, then the fixed one in its place
-            probe, url = _serve(plain, False, extra, errlog)
+        if qps is None and remedy:  # the plain system's capacity (its own upstream too), then the fixed one
+            first = len(run.children)
+            probe, url = _serve(plain, False, _upstream(plain, errlog, run), errlog)
             run.children.append(probe)
             try:
-                run.capacity_qps = measure_capacity(url, plain.name, plain.connections)
+                run.capacity_qps = measure_capacity(url, plain.name, plain.connections, probe)
             finally:
-                probe.terminate()
-                try:
-                    probe.wait(STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    probe.kill()
-                    probe.wait()
-                run.children.remove(probe)
-        service, run.url = _serve(sc, remedy, extra, errlog)
+                for p in run.children[first:]:
+                    _end(p)
+                del run.children[first:]
+        service, run.url = _serve(sc, remedy, _upstream(sc, errlog, run), errlog)
         run.children.append(service)
         run.pid = service.pid
         if qps is None:
             if run.capacity_qps is None:
-                run.capacity_qps = measure_capacity(run.url, sc.name, sc.connections)
-            run.load_factor = plain.load
+                run.capacity_qps = measure_capacity(run.url, sc.name, sc.connections, service)
             qps = max(0.1, min(MAX_QPS, plain.load * run.capacity_qps))
+            run.load_factor = qps / run.capacity_qps  # the scenario's load, unless the bounds cut it
         run.offered_qps = qps
         run.load = subprocess.Popen([py, "-m", "diagnose.demo.load", "--url", run.url, "--scenario", sc.name,
                                      "--qps", f"{qps:.6g}"], stdout=subprocess.PIPE, stderr=errlog, text=True,

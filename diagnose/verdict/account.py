@@ -124,13 +124,14 @@ def decide(accounts: tuple[Account, ...], findings: list[Finding], quality: floa
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     (q1, s1), s2 = ranked[0], ranked[1][1]
     conf, why = confidence(acc, s1, s2, quality, dq, missing, _agrees(accounts, q1))
-    starved = _starved(acc, scores, q1, conf, why)
+    tie_break = _requests_lead(accounts)
+    starved = _starved(acc, scores, _ranked(scores, tie_break)[0][0][0], conf, why)
     if starved is not None:
-        own, lead = _reading(_without_core(acc), conf, why, findings, signals)
+        own, lead = _reading(_without_core(acc), conf, why, findings, signals, tie_break)
         return replace(starved, headline=f"{starved.headline} On dedicated cores it would read: {own.headline}",
                        remedy=kind_remedy(KINDS["wait.core"], signals),
                        dedicated=OwnReading(own.quadrant, own.layer, own.remedy, lead, own.headline))
-    return _reading(acc, conf, why, findings, signals, _requests_lead(accounts))[0]
+    return _reading(acc, conf, why, findings, signals, tie_break)[0]
 
 
 def _requests_lead(accounts: tuple[Account, ...]) -> Quadrant | None:
@@ -143,13 +144,15 @@ def _requests_lead(accounts: tuple[Account, ...]) -> Quadrant | None:
     return top if scores[top] > 0 else None
 
 
-def _ranked(scores: dict[Quadrant, float], tie_break: Quadrant | None) -> list[tuple[Quadrant, float]]:
-    """Quadrants by share; the first two swapped when they tie (TIE_RATIO) and ``tie_break`` is the second."""
+def _ranked(scores: dict[Quadrant, float], tie_break: Quadrant | None) -> tuple[list[tuple[Quadrant, float]], bool]:
+    """Quadrants by share, and whether the first two were swapped: they tie (TIE_RATIO) and
+    ``tie_break`` is the second."""
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     s1, (q2, s2) = ranked[0][1], ranked[1]
     if tie_break is not None and q2 == tie_break and s2 > 0 and s2 >= TIE_RATIO * s1:
         ranked[0], ranked[1] = ranked[1], ranked[0]
-    return ranked
+        return ranked, True
+    return ranked, False
 
 
 def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
@@ -157,9 +160,8 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
     """The verdict of one account (no load, or its top quadrant's lead term) and the lead's kind;
     ``tie_break``: the quadrant that leads where the first two tie (the request-time account's)."""
     scores = _scores(acc)
-    ranked = _ranked(scores, tie_break)
+    ranked, tied = _ranked(scores, tie_break)
     (q1, s1), (q2, s2) = ranked[0], ranked[1]
-    tied = ranked[0][1] < ranked[1][1]
     idle = _no_load(acc, scores, conf, why, signals)
     if idle is not None:
         return idle, "idle.work"

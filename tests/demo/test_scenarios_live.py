@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -87,3 +88,15 @@ def test_the_unbatched_remedy_gains_what_its_capture_predicted(tmp_path):
     # scenario's load), within the comparison's noise (~0.4) in about half the runs: judged either way.
     assert g["measured"] is not None and g["measured"] > 1.1, g
     assert g["outcome"] in ("held", "beat", "fell short", "inconclusive") and g["why"], g
+
+
+def test_a_remedy_run_is_offered_the_plain_systems_rate(tmp_path):
+    """--remedy measures the plain system's capacity, its upstream included: the io remedy's upstream
+    answers in 5 ms instead of 15, and the probe once ran against it (~250 QPS offered where the plain
+    run got ~58). The plain io service does at most 2 upstream calls at a time of >= 15 ms: < 134/s."""
+    res = run_diagnose("demo", "--scenario", "io", "--remedy", "--duration", "2", "--no-tui", "--out", str(tmp_path),
+                       timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    m = re.search(r"x the ([\d.]+) QPS capacity measured before the capture", res.stdout)
+    assert m is not None, res.stdout[-2000:]
+    assert 0 < float(m.group(1)) <= 2 / 0.015, m.group(0)

@@ -144,3 +144,16 @@ def test_a_thread_time_tie_is_settled_by_where_the_requests_spend_their_time():
     clear = _threads(_term(KINDS["cpu.memory"], 0.6), _term(UNBATCHED, 0.35))
     v = decide((clear, queued), [], signals=BUSY)
     assert v.quadrant == Quadrant.BANDWIDTH and "ties" not in v.headline
+
+
+def test_an_exact_tie_settled_by_the_requests_says_so_on_a_starved_host_too():
+    """Equal shares are a tie too (the swap and its sentence both happen); on a host that starves the
+    target, its own reading on dedicated cores settles the tie the same way."""
+    queued = _requests(_term(KINDS["stage.queue"], 0.96), _term(KINDS["stage.model"], 0.04))
+    even = _threads(_term(KINDS["cpu.memory"], 0.4), _term(UNBATCHED, 0.4))
+    v = decide((even, queued), [], signals=BUSY)
+    assert v.quadrant == Quadrant.SERVICE and "It ties with bandwidth (40%)" in v.headline, v.headline
+    starved = _threads(_term(KINDS["cpu.memory"], 0.16), _term(UNBATCHED, 0.15), _term(KINDS["wait.core"], 0.6))
+    v = decide((starved, queued), [], signals=BUSY)
+    assert v.layer == Layer.SYSTEM and v.dedicated is not None, v.headline
+    assert v.quadrant == Quadrant.SERVICE and v.dedicated.quadrant == Quadrant.SERVICE, v.headline

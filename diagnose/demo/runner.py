@@ -45,7 +45,6 @@ class DemoRun:
     url: str
     children: list[subprocess.Popen] = field(default_factory=list)
     load: subprocess.Popen | None = None
-    offered_qps: float = 0.0
     capacity_qps: float | None = None  # measured before the capture (None: the caller gave the rate)
     load_factor: float | None = None  # the scenario's offered rate as a multiple of that capacity
     stopped_in_s: float | None = None  # how long stop() took to see every child gone
@@ -189,10 +188,10 @@ def _end(proc: subprocess.Popen) -> None:
 def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) -> Iterator[DemoRun]:
     """Start ``scenario`` (diagnose/demo/scenarios.py), with its first remedy applied when ``remedy``,
     and offer it ``qps``, or by default the scenario's ``load`` times its capacity measured first
-    (``measure_capacity``; with ``remedy``, the plain service's and its own upstream's, started for the
-    probe alone, so a plain run and its remedy get the same load); stop every child on the way out. Raises DemoError
-    when a part cannot start (the demo extra not installed, a child that exits) or the scenario has no
-    remedy."""
+    (``measure_capacity``; with ``remedy``, the plain service's and its own upstream's, started for
+    the probe alone, so a plain run and its remedy get the same load); stop every child on the way
+    out. Raises DemoError when a part cannot start (the demo extra not installed, a child that exits)
+    or the scenario has no remedy."""
     if remedy and scenario not in REMEDIES:
         raise DemoError(f"scenario {scenario} has no --remedy: give one of {', '.join(sorted(REMEDIES))}")
     plain = SCENARIOS[scenario]
@@ -220,7 +219,6 @@ def running_demo(scenario: str, qps: float | None = None, remedy: bool = False) 
                 run.capacity_qps = measure_capacity(run.url, sc.name, sc.connections, service)
             qps = max(0.1, min(MAX_QPS, plain.load * run.capacity_qps))
             run.load_factor = qps / run.capacity_qps  # the scenario's load, unless the bounds cut it
-        run.offered_qps = qps
         run.load = subprocess.Popen([py, "-m", "diagnose.demo.load", "--url", run.url, "--scenario", sc.name,
                                      "--qps", f"{qps:.6g}"], stdout=subprocess.PIPE, stderr=errlog, text=True,
                                     env=_env(1))

@@ -157,15 +157,16 @@ def diag_cpu(cost: dict) -> dict:
 def _fmt(ref: list[dict], runs: list[dict], key: str, max_steal: float = 100.0) -> str:
     """Median (min-max) of the condition / reference ratio over the rounds in which neither lost more
     than ``max_steal`` % of the host's CPU time to other guests."""
-    kept = [i for i, r in enumerate(runs) if max(r["steal_pct"], ref[i]["steal_pct"]) <= max_steal]
-    ratios = [runs[i][key] / ref[i][key] for i in kept if ref[i][key] and runs[i][key] is not None]
+    ratios = [runs[i][key] / ref[i][key] for i in _kept(ref, runs, max_steal)
+              if ref[i][key] and runs[i][key] is not None]
     if not ratios:
         return "-"
     return f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
-def _kept(ref: list[dict], runs: list[dict], max_steal: float) -> int:
-    return sum(1 for i, r in enumerate(runs) if max(r["steal_pct"], ref[i]["steal_pct"]) <= max_steal)
+def _kept(ref: list[dict], runs: list[dict], max_steal: float) -> list[int]:
+    """The rounds in which neither the condition nor the reference lost more than ``max_steal`` %."""
+    return [i for i, r in enumerate(runs) if max(r["steal_pct"], ref[i]["steal_pct"]) <= max_steal]
 
 
 def bench(args, pinned: bool) -> list[str]:
@@ -197,7 +198,7 @@ def bench(args, pinned: bool) -> list[str]:
                 parts = f"{cpu['pyspy_pct']:.1f}/{cpu['ahead_pct']:.1f}/{cpu['own_pct']:.1f} %"
                 afters = [r["verdict_after_s"] for r in runs if r["verdict_after_s"] is not None]
                 after = f"{statistics.median(afters):.2f} s" if afters else "-"
-                kept = f"{_kept(ref, runs, m)}/{len(runs)}"
+                kept = f"{len(_kept(ref, runs, m))}/{len(runs)}"
                 lines.append(f"  {name:18s} {_fmt(ref, runs, 'qps', m):>18s} {_fmt(ref, runs, 'p50_ms', m):>18s} "
                              f"{_fmt(ref, runs, 'p99_ms', m):>18s} {cpu['diag_cpu_pct']:12.1f} % {parts:>18s} "
                              f"{_fmt(ref, runs, 'cpu_us_per_req', m):>18s} {after:>14s} {kept:>12s}")

@@ -167,9 +167,6 @@ def run(command: tuple[str, ...], capture_s: float | None, after: float, out: Pa
     sys.exit(code)
 
 
-MAX_DEMO_QPS = MAX_QPS  # the load generator plans every arrival up front: bounded memory
-
-
 def _finite(ctx, param, value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a number of requests/s: give e.g. 40")
@@ -187,8 +184,8 @@ def _scenario_names() -> list[str]:
               help="Capture length in seconds.")
 @click.option("--scenario", type=LazyChoice(_scenario_names), default="service", show_default=True,
               help="What limits the demo service (see docs/demo.md).")
-@click.option("--qps", type=click.FloatRange(min=0.1, max=MAX_DEMO_QPS), callback=_finite,
-              help=f"Offered load (Poisson arrivals/s, at most {MAX_DEMO_QPS:g}); default: the scenario's "
+@click.option("--qps", type=click.FloatRange(min=0.1, max=MAX_QPS), callback=_finite,
+              help=f"Offered load (Poisson arrivals/s, at most {MAX_QPS:g}); default: the scenario's "
               "load times the service's capacity, measured first.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Directory in which the bundle directory is created.")

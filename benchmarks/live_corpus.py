@@ -34,6 +34,8 @@ LIVE: dict[str, tuple[list[str], list[str], bool, tuple[str, str | None, str]]] 
                        ("service", "service", FIRST["service.loop_blocked"])),
     "threaded_preprocess": (["preprocess_service.py", "--clients", "6", "--max-s", "90"], [], False,
                             ("service", "service", FIRST["service.preprocessing"])),
+    "json_thread_per_request": (["json_thread_per_request.py", "--clients", "4", "--max-s", "90"], [], False,
+                                ("service", "service", FIRST["service.gil_bound"])),
     "batched_near_idle": (["batched_service.py", "--load-qps", "30", "--max-s", "90"], [], False,
                           ("no_load", None, FIRST["secondary.idle_target"])),
     "forked_workers": (["forking_workers.py"], ["--subprocesses"], False,

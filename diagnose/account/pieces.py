@@ -205,10 +205,16 @@ def segment_pieces(bundle: Bundle, usage: dict[int, ThreadUsage]) -> tuple[list[
                                           else kernel.stopped_through(seg.tid, lo, hi)):
                 out.append(Piece(seg.tid, lo, hi, STOPPED))
                 continue
-            cat = resolve_io(stack_category(bundle, seg.frames, sources), reading)
+            shown = stack_category(bundle, seg.frames, sources)
+            cat = resolve_io(shown, reading)
             if cat == Category.IO_WAIT and reading is None and not io_seen:
                 dropped["io_frames_without_io_waits"] += 1
                 cat = Category.LOCK_WAIT
+            if cat == Category.LOCK_WAIT and shown in (Category.IO_WAIT, Category.IO_MAYBE):
+                # asleep after a socket/file call, no lock in its stack: taking the GIL back (attribute()
+                # calls it a lock wait where nobody held the GIL meanwhile)
+                out.append(Piece(seg.tid, lo, hi, "wait.gil"))
+                continue
             kind = _kind(cat, reading)
             if (cat == Category.IDLE or kind == "idle.work") and _event_loop(seg.frames) and open_spans is not None:
                 # request spans say when requests were open: the loop awaited them then, and waited for

@@ -3,8 +3,9 @@
 py-spy reads every thread's stack in each sampling round and counts one sample per thread-stack.
 With many threads, or on a saturated host, a round takes longer than the period asked for: each
 thread is then sampled less often than ``--rate``, and a window of ``--duration`` seconds (py-spy
-counts rounds, not seconds) runs longer. A window's achieved rate per thread is its samples /
-threads / sampled seconds (first to last event). Inputs: the PYSPY index records (``rate_hz``
+counts rounds, not seconds) runs longer. A window's achieved rate per thread is its samples / the
+seconds its threads were alive in it (each thread from its first to its last sample: a
+thread-per-request server's threads live for a request, not the window). Inputs: the PYSPY index records (``rate_hz``
 asked, ``samples``, ``window_s`` asked, ``ended_by``) and the stacks rebuilt from each window.
 """
 from __future__ import annotations
@@ -27,8 +28,9 @@ OVERRUN_SHARE = 0.25
 
 @dataclass(frozen=True)
 class WindowRate:
-    """One py-spy window: ``sampled_s`` from its first to its last event; ``asked_s`` the
-    ``--duration`` it was given (None in bundles older than the field)."""
+    """One py-spy window: ``threads`` seen in it, ``sampled_s`` from its first to its last event;
+    ``asked_s`` the ``--duration`` it was given (None in bundles older than the field);
+    ``thread_s`` the seconds its threads were alive in it (None: every thread the whole window)."""
 
     window: int
     asked_hz: float
@@ -36,11 +38,21 @@ class WindowRate:
     samples: int
     sampled_s: float
     asked_s: float | None
+    thread_s: float | None = None
+
+    @property
+    def live_thread_s(self) -> float:
+        return self.thread_s if self.thread_s is not None else self.threads * self.sampled_s
 
     @property
     def achieved_hz(self) -> float | None:
-        """Samples per second per thread, or None without threads or sampled time."""
-        return self.samples / self.threads / self.sampled_s if self.threads and self.sampled_s > 0 else None
+        """Samples per second per live thread, or None without threads or sampled time."""
+        return self.samples / self.live_thread_s if self.threads and self.live_thread_s > 0 else None
+
+    @property
+    def threads_live(self) -> int:
+        """Threads alive at once, on average: those read in each round."""
+        return round(self.live_thread_s / self.sampled_s) if self.sampled_s > 0 else self.threads
 
     @property
     def overran(self) -> bool:
@@ -63,10 +75,15 @@ def window_rate(record: PyspyWindowRecord, segments: Iterable[Segment],
     first = _number(record.first_ts_us)
     first = min(s.start_us for s in segs) if first is None else first
     last = _number(record.last_ts_us) or max(s.end_us for s in segs)
-    threads = len({(s.pid, s.tid) for s in segs})
+    spans: dict[tuple[int | None, int], tuple[float, float]] = {}
+    for seg in segs:
+        lo, hi = spans.get((seg.pid, seg.tid), (seg.start_us, seg.end_us))
+        spans[(seg.pid, seg.tid)] = (min(lo, seg.start_us), max(hi, seg.end_us))
     asked_s = _number(record.window_s)
-    return WindowRate(int(_number(record.window) or 0), asked_hz, threads, int(samples),
-                      max(0.0, (last - first) / 1e6), asked_s if asked_s is not None else default_asked_s)
+    sampled_s = max(0.0, (last - first) / 1e6)
+    thread_s = min(sum(hi - lo for lo, hi in spans.values()) / 1e6, len(spans) * sampled_s)
+    return WindowRate(int(_number(record.window) or 0), asked_hz, len(spans), int(samples), sampled_s,
+                      asked_s if asked_s is not None else default_asked_s, thread_s)
 
 
 def rate_quality(rates: list[WindowRate], requested_hz: float | None, host_cpu_pct: float | None,
@@ -80,9 +97,9 @@ def rate_quality(rates: list[WindowRate], requested_hz: float | None, host_cpu_p
     usable = [r for r in rates if r.achieved_hz is not None]
     if not usable:
         return PyspyQuality()
-    thread_s = sum(r.threads * r.sampled_s for r in usable)
+    thread_s = sum(r.live_thread_s for r in usable)
     samples = sum(r.samples for r in usable)
-    asked = sum(r.threads * r.sampled_s * r.asked_hz for r in usable)
+    asked = sum(r.live_thread_s * r.asked_hz for r in usable)
     achieved = samples / thread_s
     requested = requested_hz if requested_hz and requested_hz > 0 else max(r.asked_hz for r in usable)
     overran = [r for r in rates if r.overran]
@@ -90,7 +107,7 @@ def rate_quality(rates: list[WindowRate], requested_hz: float | None, host_cpu_p
         requested_hz=requested, asked_hz=max(r.asked_hz for r in usable),
         achieved_hz_per_thread=round(achieved, 2), achieved_share_pct=round(100.0 * achieved / requested, 1),
         achieved_share_of_asked_pct=round(100.0 * samples / asked, 1) if asked else None,
-        threads_max=max(r.threads for r in usable), windows_overran=len(overran),
+        threads_max=max(r.threads_live for r in usable), windows_overran=len(overran),
         overran=(f"{len(overran)} of {len(rates)} py-spy window(s) overran (py-spy counts rounds, not seconds): "
                  + ", ".join(f"window {r.window} sampled {r.sampled_s:.1f} s for {r.asked_s:g} s" for r in overran[:3]))
         if overran else None)

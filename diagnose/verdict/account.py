@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from diagnose.account.kinds import KINDS, ON_CPU
+from diagnose.account.kinds import GIL_HOLDING, KINDS, ON_CPU
 from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, OwnReading, Quadrant, Signal, Verdict
 from diagnose.results.quality import DataQuality
 from diagnose.rules import LAYER_PLAN
@@ -236,26 +236,45 @@ def _value(signals: dict[str, Signal], name: str) -> float | None:
 
 
 def _below_capacity(acc: Account, signals: dict[str, Signal]) -> float | None:
-    """The busiest thread's CPU demand (% of a core: run + run-queue time, so a thread the host holds
-    back is not taken for an idle one) when the service runs clearly below its capacity: that thread
-    (the one the others wait on, in a service that funnels requests to one worker or loop) demanded
-    under BELOW_CAPACITY_PCT of a core, the process under that share of the host's cores, and the lead
-    is work on a CPU, not a wait on a peer, a lock or a core (an IO-bound service is idle CPU too).
+    """The funnel's CPU demand (% of a core, _funnel: run + run-queue time, so a thread the host holds
+    back is not taken for an idle one) when the service runs clearly below its capacity: what the
+    requests pass through (one worker or loop, or one interpreter for Python work) demanded under
+    BELOW_CAPACITY_PCT of a core, the process under that share of the host's cores, and the lead is
+    work on a CPU, not a wait on a peer, a lock or a core (an IO-bound service is idle CPU too).
     Demand, on dedicated cores too: a thread always runnable that got 39% of a core (a training loop
     on a starved host) would run 100% of one there. Unknown process readings (workers in child
     processes the thread readings do not cover) judge nothing."""
     util, children = _value(signals, "cpu.max_thread_util_pct"), _value(signals, "cpu.children_util_pct")
-    if util is None or (children is not None and children >= BELOW_CAPACITY_PCT):
+    lead = _lead_kind(acc)
+    if util is None or lead is None or (children is not None and children >= BELOW_CAPACITY_PCT):
         return None
-    busiest = _value(signals, "cpu.max_thread_demand_pct") or util
+    demand = _funnel(lead, signals)[0]
     cores = _value(signals, "cpu.cores_util_pct")
-    if busiest is None or busiest >= BELOW_CAPACITY_PCT or (cores is not None and cores >= BELOW_CAPACITY_PCT):
+    if demand is None or demand >= BELOW_CAPACITY_PCT or (cores is not None and cores >= BELOW_CAPACITY_PCT):
         return None
+    return demand if lead in ON_CPU else None
+
+
+def _lead_kind(acc: Account) -> str | None:
+    """The kind of the account's largest term with a quadrant (a wait's, the kind waited on)."""
     judged = [t for t in acc.terms if t.quadrant is not None]
-    if not judged:
-        return None
-    lead = max(judged, key=lambda t: t.share)
-    return busiest if lead.kind.rsplit(">", 1)[-1] in ON_CPU else None
+    return max(judged, key=lambda t: t.share).kind.rsplit(">", 1)[-1] if judged else None
+
+
+def _funnel(lead: str | None, signals: dict[str, Signal]) -> tuple[float | None, float | None, str]:
+    """What every request passes through: its CPU demand and utilisation (% of a core; /proc
+    schedstat run + run-queue time, and utime + stime) and its name. The busiest thread, or, where
+    the lead (a term kind) is Python work that holds the GIL, the whole process: one interpreter runs
+    one thread's Python at a time, and a thread-per-request server (ThreadingHTTPServer) spreads that
+    core over short-lived threads none of which is busy on its own. The process's CPU time counts
+    threads that ended between the /proc readings, its schedstat demand only those read: the larger."""
+    util = _value(signals, "cpu.max_thread_util_pct")
+    demand = _value(signals, "cpu.max_thread_demand_pct") or util
+    process = _value(signals, "cpu.process_util_pct")
+    if (lead in GIL_HOLDING or lead == "wait.gil") and process is not None:
+        both = max(process, _value(signals, "cpu.process_demand_pct") or 0.0)
+        return max(demand or 0.0, both), process, "the process's Python (one interpreter)"
+    return demand, util, "the busiest thread"
 
 
 def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str,
@@ -265,19 +284,18 @@ def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str,
     if acc.resource != "threads":
         return None
     idle = acc.shares().get(Quadrant.NO_LOAD, 0.0)
-    busiest = _value(signals, "cpu.max_thread_util_pct")
+    demand, ran, who = _funnel(_lead_kind(acc), signals)
     # demand (run + run-queue): a loop the host holds back in the run queue is busy, not idle
-    demand = max(busiest or 0.0, _value(signals, "cpu.max_thread_demand_pct") or 0.0)
-    saturated = demand >= SATURATED_PCT
+    saturated = max(demand or 0.0, ran or 0.0) >= SATURATED_PCT
     below = _below_capacity(acc, signals)
     if not (idle >= NO_LOAD_MIN_SHARE or (idle > 0 and idle >= max(scores.values()) and not saturated)
             or below is not None):
         return None
     room = ""
-    if busiest is not None:
-        room = (f" The busiest thread ran {busiest:.0f}% of a core: ~{100.0 / busiest:.0f}x headroom by that thread."
-                if busiest >= 100.0 / MAX_HEADROOM else f" The busiest thread ran under {100.0 / MAX_HEADROOM:.0f}% "
-                f"of a core: more than {MAX_HEADROOM}x headroom by that thread.")
+    if ran is not None:
+        room = (f" {who[0].upper() + who[1:]} ran {ran:.0f}% of a core: ~{100.0 / ran:.0f}x headroom by it."
+                if ran >= 100.0 / MAX_HEADROOM else f" {who[0].upper() + who[1:]} ran under "
+                f"{100.0 / MAX_HEADROOM:.0f}% of a core: more than {MAX_HEADROOM}x headroom by it.")
     what = (f"its threads waited for work {idle:.0%} of their sampled time" if below is None else
             f"it runs below its capacity (what its threads did, {max(scores.values()):.0%} of their sampled time "
             f"at most in one quadrant, fits in a fraction of a core; waiting for work {idle:.0%})")

@@ -3,16 +3,17 @@ achieved rate and overrun windows, process-collector gaps, span coverage, the co
 stack-based findings). The real-process checks live in tests/capture, tests/agent."""
 from __future__ import annotations
 
+from diagnose.bundle.records import PyspyWindowRecord
 from diagnose.bundle.records.manifest import CollectorEntry, manifest_info
 from diagnose.bundle.records.process import ProcessReading
 from diagnose.bundle.records.spans import span_record
 from diagnose.model import Evidence, Finding, Layer, Quadrant, Severity
 from diagnose.results.quality import DataQuality
 from diagnose.signals.process_gaps import process_gaps
-from diagnose.signals.pyspy_rate import WindowRate, rate_quality
+from diagnose.signals.pyspy_rate import WindowRate, rate_quality, window_rate
 from diagnose.signals.spans.analytics import parse_spans, request_summary
 from diagnose.signals.spans.coverage import span_coverage
-from diagnose.signals.stacks import segments_from_chrometrace
+from diagnose.signals.stacks import Segment, segments_from_chrometrace
 from diagnose.verdict.data_quality import warnings
 from diagnose.verdict.sampling import discount_stack_findings
 
@@ -103,6 +104,34 @@ def test_undersampled_and_overrun_windows_are_stated_with_the_reason():
     assert rate_quality([WindowRate(1, 100.0, 2, 2 * 95 * 5, 5.0, 5.0)], 100.0, 10.0).undersampled is None
 
 
+def _threads(n: int, life_s: float, window_s: float, hz: float,
+             asked_hz: float = 50.0) -> tuple[PyspyWindowRecord, list[Segment]]:
+    """``n`` threads over a ``window_s`` window, each alive ``life_s`` (one after another, or all at
+    once when that is the whole window) and read at ``hz`` (one segment a sample)."""
+    segs, step = [], (window_s - life_s) / n
+    for i in range(n):
+        start = i * step * 1e6
+        per = int(life_s * hz)
+        segs += [Segment(1000 + i, "req", start + k * 1e6 / hz, start + (k + 1) * 1e6 / hz, ()) for k in range(per)]
+    rec = PyspyWindowRecord(window=1, samples=len(segs), rate_hz=asked_hz, window_s=window_s, first_ts_us=0.0,
+                            last_ts_us=max(s.end_us for s in segs))
+    return rec, segs
+
+
+def test_short_lived_threads_sampled_at_the_asked_rate_are_not_undersampled():
+    """A thread-per-request server: 300 threads in a 4 s window, each alive for its 0.1 s request and
+    read at the 50 Hz asked. Counted over the whole window each would read 1.7% of the rate; over
+    the time it lived, all of it."""
+    rec, segs = _threads(300, 0.1, 4.0, 50.0)
+    r = window_rate(rec, segs, None)
+    assert r is not None and r.threads == 300 and 7 <= r.threads_live <= 8
+    q = rate_quality([r], 50.0, 90.0)
+    assert q.achieved_hz_per_thread is not None and 48 <= q.achieved_hz_per_thread <= 52
+    assert q.undersampled is None and q.threads_max == r.threads_live
+    slow = rate_quality([window_rate(*_threads(300, 4.0, 4.0, 2.0), None)], 50.0, 90.0)  # alive throughout, 2 Hz
+    assert slow.undersampled is not None and "300 threads read in each round" in slow.undersampled
+
+
 def _finding(source: str) -> Finding:
     return Finding("r", "t", "s.", Quadrant.SERVICE, Layer.SERVICE, Severity.WARNING, 0.9,
                    (Evidence("x", 50.0, "%", ">=", 30.0, source),), ())
@@ -149,3 +178,11 @@ def test_qps_and_latency_over_the_part_of_the_window_the_kept_spans_cover():
     unknown = span_coverage(_entries({"name": "otlp", "counts": {"spans_dropped": 10}}), window, ss.spans)
     assert unknown is not None and not unknown.ranges_known and abs(unknown.covered_s - 1.154) < 0.01
     assert span_coverage(_entries({"name": "agent", "counts": {"spans_dropped": 0}}), window, ss.spans) is None
+
+
+def test_a_stack_shared_by_threads_is_labelled_with_a_name_py_spy_read():
+    from diagnose.signals.cpu import _threads_label
+
+    assert _threads_label({"?", "Thread-7 (process_request_thread)", "Thread-9"}) == \
+        "3 threads, e.g. Thread-7 (process_request_thread)"
+    assert _threads_label({"?"}) == "?" and _threads_label({"MainThread"}) == "MainThread"

@@ -93,6 +93,26 @@ def test_a_service_below_capacity_is_no_load_with_its_headroom():
     assert decide((acc,), [], signals=held).quadrant == Quadrant.COMPUTE
 
 
+def test_python_work_spread_over_short_lived_threads_is_judged_by_the_process():
+    """A thread-per-request server (measured: ThreadingHTTPServer doing JSON, 2-core host): no thread
+    busier than 2% of a core, the process at 88% of one. The GIL makes the process one funnel for
+    Python work: not below capacity, until the process itself is."""
+    ser, idle = KINDS["cpu.serialization"], KINDS["idle.work"]
+    acc = _threads(_term(ser, 0.6), _term(KINDS["io.wait"], 0.2), _term(idle, 0.05))
+    saturated = _sig(cpu_max_thread_util_pct=1.8, cpu_max_thread_demand_pct=15.0, cpu_cores_util_pct=44.0,
+                     cpu_process_util_pct=88.0, cpu_process_demand_pct=48.0)
+    v = decide((acc,), [], signals=saturated)
+    assert v.quadrant == Quadrant.SERVICE and v.remedy == RULE["service.serialization"].suggestions[0], v.headline
+    quiet = _sig(cpu_max_thread_util_pct=1.8, cpu_max_thread_demand_pct=3.0, cpu_cores_util_pct=10.0,
+                 cpu_process_util_pct=20.0, cpu_process_demand_pct=21.0)
+    v = decide((acc,), [], signals=quiet)
+    assert v.quadrant == Quadrant.NO_LOAD, v.headline
+    assert "The process's Python (one interpreter) ran 20% of a core: ~5x headroom" in v.headline
+    # work that releases the GIL (native model code) keeps the busiest thread as its funnel
+    native = _threads(_term(KINDS["cpu.compute"], 0.6), _term(idle, 0.05))
+    assert decide((native,), [], signals=saturated).quadrant == Quadrant.NO_LOAD
+
+
 def test_waiting_for_work_competes_with_the_quadrants():
     idle, io = KINDS["idle.work"], KINDS["io.wait"]
     acc = _threads(_term(idle, 0.55), _term(io, 0.4))

@@ -1,0 +1,90 @@
+"""A thread-per-request JSON service: http.server's ThreadingHTTPServer speaking HTTP/1.0, so every
+request comes on a new connection and is served by a new thread that ends with it; each GET decodes
+and re-encodes a ~100 KB JSON document (the work holds the GIL: one core at most for the process,
+spread over short-lived threads none of which is busy on its own).
+
+Prints "READY <port>". ``--clients N``: also starts its own closed-loop client process, N threads
+each opening a new connection a request, so a capture needs no driver (another process, never
+sampled with the target). Bounded: exits after --max-s seconds (the client with it).
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+p = argparse.ArgumentParser()
+p.add_argument("--max-s", type=float, default=90.0)
+p.add_argument("--clients", type=int, default=0)
+p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
+args = p.parse_args()
+
+
+def client(port: int, n: int) -> None:
+    deadline = time.monotonic() + args.max_s
+    parent = os.getppid()
+
+    def one() -> None:
+        while time.monotonic() < deadline:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                conn.request("GET", "/items")
+                conn.getresponse().read()
+            except OSError:
+                if os.getppid() != parent:  # the service is gone: so is its client
+                    return
+            finally:
+                conn.close()
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+if args.client:
+    client(args.client, args.clients)
+    sys.exit(0)
+
+DOC = json.dumps({"items": [{"id": i, "name": f"item{i}", "vals": [i * 0.001 * k for k in range(20)]}
+                            for i in range(300)]})
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = json.dumps(json.loads(DOC), sort_keys=True, indent=1).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a: object) -> None:
+        return
+
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+srv.daemon_threads = True
+srv.handle_error = lambda *a: None  # a client reset as the workload stops is not news
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+port = srv.server_address[1]
+loader = None
+if args.clients > 0:
+    loader = subprocess.Popen([sys.executable, __file__, "--client", str(port), "--max-s", f"{args.max_s:g}",
+                               "--clients", str(args.clients)])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the finally below stops the client too
+print(f"READY {port}", flush=True)
+try:
+    time.sleep(args.max_s)
+finally:
+    if loader is not None:
+        loader.kill()
+        loader.wait()

@@ -92,7 +92,10 @@ def _attach_and_report(request, no_tui: bool, signals, on_report: Callable[[Any]
         if st.state.value != "ok" and requested:
             click.echo(f"collector {st.name}: {st.state.value}: {st.reason}", err=True)
     if result.partial:
-        click.echo(f"partial capture: {result.end_reason}", err=True)
+        parts = [st.name for st in result.statuses if st.state.value == "partial"]
+        click.echo(f"partial capture: {result.end_reason}"
+                   + (f"; {', '.join(parts)} recorded part of what was asked (its line above says why)"
+                      if parts else ""), err=True)
     if on_report is not None:
         on_report(done)
     click.echo(f"report: {result.bundle_path / 'report.md'}")

@@ -22,8 +22,9 @@ def gain_words(g: PredictedGain) -> str | None:
 
 
 def _short(remedy: str) -> str:
+    """The remedy's first clause, at most 60 characters, cut between words."""
     head = remedy.split(":")[0].split(";")[0].split(",")[0]
-    return head if len(head) <= 60 else head[:59] + "…"
+    return head if len(head) <= 60 else head[:59].rsplit(" ", 1)[0] + "…"
 
 
 def _best(g: PredictedGain) -> float:

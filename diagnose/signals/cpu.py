@@ -302,8 +302,11 @@ def top_stacks(profile: StackProfile, n: int = 10) -> tuple[StackShare, ...]:
 
 
 def _threads_label(names: set[str]) -> str:
-    first = sorted(names)[0]
-    return first if len(names) == 1 else f"{len(names)} threads, e.g. {first}"
+    """One thread's name, or how many threads and one of their names ("?": py-spy read none)."""
+    named = sorted(n for n in names if n != "?")
+    if len(names) == 1:
+        return next(iter(names))
+    return f"{len(names)} threads" + (f", e.g. {named[0]}" if named else "")
 
 
 def top_functions(profile: StackProfile, n: int = 10) -> tuple[TopFunction, ...]:

@@ -192,6 +192,11 @@ def test_run_usage_errors_and_print_env():
     assert res.returncode == 2 and "no command given" in res.stderr
     res = run_diagnose("run", "--", "no-such-command-for-diagnose")
     assert res.returncode == 2 and "command not found: no-such-command-for-diagnose" in res.stderr
+    assert "agent preloaded" not in res.stderr  # nothing runs: no pid to attach to
+    res = run_diagnose("run", "--", sys.executable, "-c", "import os; print(os.getpid())")
+    pid = res.stdout.strip()
+    assert res.returncode == 0 and f"diagnose: pid {pid} runs " in res.stderr  # exec keeps the pid
+    assert f"until `diagnose attach {pid}`" in res.stderr
     res = run_diagnose("run", "--print-env")
     assert res.returncode == 0
     assert "diagnose/agent/inproc/preload" in res.stdout and "export DIAGNOSE_AGENT=1" in res.stdout

@@ -34,6 +34,9 @@ def test_a_lying_staging_directory_is_neither_read_nor_deleted(mode, workload, t
     agent = next(c for c in json.loads((bundle / "manifest.json").read_text())["collectors"]
                  if c["name"] == "agent")
     assert agent["state"] == "partial" and "ignored" in agent["reason"], agent
+    # the capture ran its full time: "partial" names what was partial, not a capture cut short
+    assert "partial capture: duration reached; agent recorded part of what was asked" in r.stderr
+    assert "(**partial capture**: agent recorded part of what was asked" in (bundle / "report.md").read_text()
     if mode == "symlink":
         assert os.path.islink(next(runtime.rglob("capture-*")))  # left as the target made it
 

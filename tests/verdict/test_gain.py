@@ -151,3 +151,14 @@ def test_a_starved_host_gives_back_the_time_waited_for_a_core_first():
     assert gains[0].throughput_x == Band(low=round(1 / (1 - 0.5 * low), 3), high=round(1 / (1 - 0.5 * high), 3))
     # the target's own remedy next, on its busy time (the core wait left out): all of it serialization
     assert gains[1].term == "cpu.serialization" and gains[1].share == 1.0
+
+
+def test_other_remedies_are_shortened_between_words():
+    from diagnose.render.gain import other_gains
+    from diagnose.results.gain import Band, PredictedGain
+
+    long = "Profile the top Python functions below and vectorize or cache the hottest ones"
+    line = other_gains((PredictedGain(remedy="first", term="a", method="amdahl", throughput_x=Band(low=1.1, high=1.2)),
+                        PredictedGain(remedy=long, term="b", method="amdahl", throughput_x=Band(low=1.0, high=1.1))),
+                       "first")
+    assert line is not None and "Profile the top Python functions below and vectorize or…" in line, line

@@ -13,6 +13,7 @@ report, then waits for the command to end and returns its exit code.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,9 +55,15 @@ def print_env(nvtx: bool = False) -> str:
 
 
 def exec_command(command: list[str], nvtx: bool) -> NoReturn:
-    """Replace this process with ``command``. Raises RunError when it cannot be executed."""
+    """Replace this process with ``command``, after one line on stderr naming the pid to attach to
+    (the same: exec keeps it). Raises RunError when it cannot be executed."""
+    env = agent_env(os.environ, nvtx)
+    if shutil.which(command[0], path=env.get("PATH")) is not None:
+        sys.stderr.write(f"diagnose: pid {os.getpid()} runs {command[0]} with the agent preloaded; it idles "
+                         f"until `diagnose attach {os.getpid()}`\n")
+        sys.stderr.flush()
     try:
-        os.execvpe(command[0], command, agent_env(os.environ, nvtx))
+        os.execvpe(command[0], command, env)
     except FileNotFoundError:
         raise RunError(f"command not found: {command[0]}; check the name and PATH") from None
     except PermissionError:

@@ -79,9 +79,10 @@ class MarkdownRenderer(Renderer):
         imported = m.end_reason == "imported"
         who = "imported files" if imported else f"pid {pid_text(t)}"
         span = f"{utc_datetime(m.started_ns)} → {utc_datetime(m.ended_ns)}"
+        partial = f" (**partial capture**{_partial_parts(m)})" if m.partial else ""
         when = (f"Imported; the files' events span {span}." if imported else
                 f"Captured {span} on {text(_known(t.host))} as {text(_known(t.user))}; ended by: "
-                f"{text(_known(m.end_reason))}" + (" (**partial capture**)" if m.partial else "") + ".")
+                f"{text(_known(m.end_reason))}{partial}.")
         out = [f"# {_verdict_words(a)}: {who} ({text(short)})", "", f"> {text(v.headline)}", ""]
         if v.remedy:
             out += [f"**First remedy:** {text(v.remedy)}.", ""]
@@ -290,6 +291,13 @@ def _plain(v: Any) -> str:
     if isinstance(v, dict):
         return ", ".join(f"{k} = {x:g}" if isinstance(x, float) else f"{k} = {x}" for k, x in v.items())
     return str(v)
+
+
+
+def _partial_parts(m: ManifestInfo) -> str:
+    """Which collectors recorded only part of what they were asked for (the Collectors section says why)."""
+    parts = [c.name for c in m.collectors if c.state == "partial"]
+    return f": {', '.join(parts)} recorded part of what was asked, see Collectors and data quality" if parts else ""
 
 
 __all__ = ["FullMarkdownRenderer", "MarkdownRenderer", "reproduce_command"]

@@ -108,6 +108,10 @@ class BundleWriter:
         self.path = path
         self.fd = dir_fd if dir_fd is not None else open_dir(path)
         self._release = weakref.finalize(self, os.close, self.fd)  # a writer dropped unclosed leaks no fd
+        # ...but not at interpreter exit: finalizers run then, before or beside the agent's own exit hook,
+        # and a window still stopping in a target that exits would write through a closed (or by then
+        # the target's reused) descriptor number. The process's end closes it.
+        self._release.atexit = False
         st = os.fstat(self.fd)
         self.identity = (st.st_dev, st.st_ino)
         self._streams: dict[str, JsonlStream] = {}

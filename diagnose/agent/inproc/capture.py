@@ -160,7 +160,10 @@ class CaptureSession:
         except Exception as exc:  # the capture thread must end with a report, never kill the target
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            self._finish()
+            try:
+                self._finish()
+            except Exception as exc:  # e.g. the target's exit closed what it writes to: a report, no traceback
+                self.error = self.error or f"{type(exc).__name__}: {exc}"
             self.ended_ns = time.time_ns()
             self._done.set()
 

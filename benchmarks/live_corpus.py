@@ -26,16 +26,20 @@ WORKLOADS = REPO / "tests" / "workloads"
 FIRST = {r.id: r.suggestions[0] for r in RULES}
 TRAINING_FIRST = {r.id: (r.training_suggestions or r.suggestions)[0] for r in RULES}
 
-# case -> (workload argv, attach options, needs a line upstream + clients, (quadrant, layer, first remedy))
-LIVE: dict[str, tuple[list[str], list[str], bool, tuple[str, str | None, str]]] = {
+# case -> (workload argv, attach options, needs a line upstream + clients, (quadrant, layer, first remedy
+# or remedies, any one of them right))
+Expected = tuple[str, str | None, str | tuple[str, ...]]
+LIVE: dict[str, tuple[list[str], list[str], bool, Expected]] = {
     "train_dataloader": (["train_dataloader.py", "--seconds", "90"], [], False,
                          ("service", "service", FIRST["service.input_pipeline"])),
     "async_blocking": (["async_upstream.py", "{upstream}", "--blocking", "--max-s", "90"], [], True,
                        ("service", "service", FIRST["service.loop_blocked"])),
     "threaded_preprocess": (["preprocess_service.py", "--clients", "6", "--max-s", "90"], [], False,
                             ("service", "service", FIRST["service.preprocessing"])),
-    "json_thread_per_request": (["json_thread_per_request.py", "--clients", "4", "--max-s", "90"], [], False,
-                                ("service", "service", FIRST["service.gil_bound"])),
+    # GIL waits and the serialization that holds the GIL lead it in turns (31-45% against 23-37% of the
+    # thread-time): more processes and a faster encoder are both its first remedy
+    "json_thread_per_request": (["json_thread_per_request.py", "--clients", "8", "--max-s", "90"], [], False,
+                                ("service", "service", (FIRST["service.gil_bound"], FIRST["service.serialization"]))),
     "batched_near_idle": (["batched_service.py", "--load-qps", "30", "--max-s", "90"], [], False,
                           ("no_load", None, FIRST["secondary.idle_target"])),
     "forked_workers": (["forking_workers.py"], ["--subprocesses"], False,
@@ -127,13 +131,18 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(10)
 
 
-def judge(doc: dict, expected: tuple[str, str | None, str]) -> dict:
+def judge(doc: dict, expected: Expected) -> dict:
     """Quadrant, layer and first remedy against the expected ones; a starved host's dedicated reading."""
     v = doc["verdict"]
-    got = (v["quadrant"], v["layer"], v.get("remedy"))
     own = v.get("dedicated")
     starved = own is not None and v["layer"] == "system"
-    correct = got == expected or (starved and (own["quadrant"], own["layer"], own["remedy"]) == expected)
+    remedies = expected[2] if isinstance(expected[2], tuple) else (expected[2],)
+
+    def right(quadrant: str, layer: str | None, remedy: str | None) -> bool:
+        return (quadrant, layer) == expected[:2] and remedy in remedies
+
+    correct = right(v["quadrant"], v["layer"], v.get("remedy")) or (
+        starved and right(own["quadrant"], own["layer"], own["remedy"]))
     return {"quadrant": v["quadrant"], "layer": v["layer"], "remedy": v.get("remedy"), "confidence": v["confidence"],
             "headline": v["headline"], "starved": starved, "dedicated": own, "correct": correct,
             "lead": (doc["account"][0]["terms"][0]["kind"] if doc["account"] and doc["account"][0]["terms"] else None)}

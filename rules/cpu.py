@@ -163,6 +163,14 @@ _CPU_RULES: tuple[Rule, ...] = (
         blocks_verdict=True,
     ),
     Rule(
+        "secondary.target_exited_early", "The target exited early in the capture", None, L.SYSTEM, S.CRITICAL,
+        (Condition("capture.target_alive_s", "<=", 2.0, 2.0),),
+        "The target exited {0:.1f} s into the capture: too little of it ran under observation to judge, and "
+        "what was sampled includes its exit (its exit hooks, threads waiting to be joined).",
+        ("Capture again while it runs, for longer (`diagnose run --capture S -- CMD` for a short job)",),
+        blocks_verdict=True,
+    ),
+    Rule(
         "secondary.lock_contention", "Threads contend on locks", None, L.SERVICE, S.INFO,
         (Condition("cpu.category_share_pct[lock_wait]", ">=", 20.0, 40.0),),
         "{0:.0f}% of active Python thread-time waits on a lock.",

@@ -142,6 +142,8 @@ _CPU: tuple[SignalSpec, ...] = (
     _cpu("threads.blocked_lock_share_pct", "%", H,
          f"{PROC} /proc/<pid>/task/*/stat state + wchan: share of work-in-progress readings blocked on a lock/futex"),
     _cpu("threads.stopped_share_pct", "%", H, f"{PROC} /proc/<pid>/task/*/stat state T/t: readings stopped or traced"),
+    _cpu("capture.target_alive_s", "s", N, "manifest end_reason, started_ns, ended_ns: how long the target lived "
+         "into a capture it did not outlive"),
     _cpu("cpu.model_workers", "threads", N, f"{PYSPY}: threads with at least half of their samples in framework "
          "compute (torch/numpy): the model workers"),
     _cpu("tcp.in_flight_per_model_worker", "x", H, f"{PROC} accepted TCP connections per model-worker thread "

@@ -18,7 +18,7 @@ from diagnose.results.quality import DataQuality, PyspyQuality
 from diagnose.signals.base import SourceResult, collector_reason
 from diagnose.signals.join import TimedStack
 from diagnose.signals.params import DEFAULT_PARAMS, AnalysisParams
-from diagnose.signals.process import ProcessSummary, process_signals, summarize
+from diagnose.signals.process import ProcessSummary, process_signals, summarize, target_alive_signal
 from diagnose.signals.process_gaps import process_gaps
 from diagnose.signals.pyspy_rate import WindowRate, rate_quality, window_rate
 from diagnose.signals.stacks import Frame, Segment, StackProfile, categorize, segments_from_chrometrace
@@ -348,6 +348,7 @@ def cpu_signals(bundle: Bundle, params: AnalysisParams = DEFAULT_PARAMS) -> Sour
     signals.update(process_signals(proc, collector_reason(bundle, "process"), python_tids,
                                    timeline.parked_at))
     signals.update(worker_signals(profile, signals.get("tcp.in_flight_mean"), collector_reason(bundle, "pyspy")))
+    signals["capture.target_alive_s"] = target_alive_signal(bundle.info.end_reason, bundle.info.window_ns)
     host = signals.get("sys.cpu_util_pct")
     rate = rate_quality(window_rates(bundle), _requested_hz(bundle), host.value if host is not None else None,
                         _lowered_by(bundle))

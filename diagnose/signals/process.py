@@ -109,6 +109,18 @@ def process_signals(s: ProcessSummary | None, reason: str, python_tids: set[int]
     return out
 
 
+TARGET_EXITED = "target exited"  # the manifest's end_reason when the target died mid-capture
+
+
+def target_alive_signal(end_reason: str | None, span: tuple[int, int] | None) -> Signal:
+    """``capture.target_alive_s``: how long (s) the target lived into the capture, from the
+    manifest (started_ns to ended_ns, the capture ending as it exited); missing when it outlived it."""
+    name, src = "capture.target_alive_s", "manifest (end_reason, started_ns, ended_ns)"
+    if end_reason != TARGET_EXITED or span is None:
+        return missing(name, "s", src, "the target outlived the capture")
+    return Signal(name, (span[1] - span[0]) / 1e9, "s", src)
+
+
 def tcp_signals(s: ProcessSummary) -> dict[str, Signal]:
     """In-flight requests seen from outside: connections accepted on the target's listening TCP
     sockets (psutil over /proc/<pid>/net/tcp{,6} x the process's fds), ~1 Hz. An idle keep-alive

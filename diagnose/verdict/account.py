@@ -13,7 +13,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from diagnose.account.kinds import GIL_HOLDING, KINDS, ON_CPU
-from diagnose.model import JUDGED_QUADRANTS, Account, AccountTerm, Finding, Layer, OwnReading, Quadrant, Signal, Verdict
+from diagnose.model import (
+    JUDGED_QUADRANTS,
+    STOPPED,
+    Account,
+    AccountTerm,
+    Finding,
+    Layer,
+    OwnReading,
+    Quadrant,
+    Signal,
+    Verdict,
+)
 from diagnose.results.quality import DataQuality
 from diagnose.rules import LAYER_PLAN
 from diagnose.verdict.remedy import kind_remedy, remedy_for
@@ -166,8 +177,13 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
     if idle is not None:
         return idle, "idle.work"
     if s1 <= 0:
-        return Verdict(Quadrant.UNKNOWN, None, scores, 0.0,
-                       f"No verdict: the {NAMES.get(acc.resource)} account attributes no time to a quadrant.",
+        frozen = bool(acc.terms) and max(acc.terms, key=lambda t: t.share).kind == STOPPED
+        # the stopped-target rule reads /proc states; on a busy host its collector (nice 19) may have read
+        # too few of them, while py-spy's frozen stacks still made the account: say what the account says
+        what = ("the target was stopped (SIGSTOP, a debugger or a suspended job): its sampled time is frozen "
+                "stacks, not work" if frozen else
+                f"the {NAMES.get(acc.resource)} account attributes no time to a quadrant")
+        return Verdict(Quadrant.UNKNOWN, None, scores, 0.0, f"No verdict: {what}.",
                        account=acc.resource, confidence_reason=why), None
     lead = _lead(acc, q1)
     mixed = q2 if s2 > 0 and (tied or s2 >= MIXED_RATIO * s1) and s2 >= MIXED_MIN_SHARE else None

@@ -66,6 +66,26 @@ def test_target_exits_halfway(workload, tmp_path):
     assert findings(bundle)["signals"]["stacks.sampled_s"]["value"] > 0.5
 
 
+def test_a_target_that_exits_at_once_gets_no_verdict(workload, tmp_path):
+    """A busy target gone a moment into the capture: what was sampled is mostly its exit, so no
+    quadrant is named (it read "no load, waited for work 98%" before), and the report says why."""
+    proc = workload("short_lived", "60")
+    diag = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", "attach", str(proc.pid), "--duration", "30", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    wait_for_capture(tmp_path, diag)
+    proc.terminate()
+    _, err = diag.communicate(timeout=90)
+    assert diag.returncode == 0, err
+    doc = findings(only_bundle(tmp_path))
+    alive = doc["signals"]["capture.target_alive_s"]["value"]
+    assert alive is not None and alive < 2.0, alive
+    assert doc["verdict"]["quadrant"] == "unknown", doc["verdict"]
+    assert "secondary.target_exited_early" in {f["rule_id"] for f in doc["findings"]}
+    assert "exited" in (only_bundle(tmp_path) / "report.md").read_text().split("\n", 3)[2]
+
+
 @pytest.mark.parametrize("sig,reason", [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
 def test_signal_mid_capture_leaves_partial_bundle_and_report(workload, tmp_path, sig, reason):
     proc = workload("json_loop")

@@ -177,3 +177,15 @@ def test_an_exact_tie_settled_by_the_requests_says_so_on_a_starved_host_too():
     v = decide((starved, queued), [], signals=BUSY)
     assert v.layer == Layer.SYSTEM and v.dedicated is not None, v.headline
     assert v.quadrant == Quadrant.SERVICE and v.dedicated.quadrant == Quadrant.SERVICE, v.headline
+
+
+def test_frozen_stacks_without_the_stopped_rule_still_say_the_target_was_stopped():
+    """A suite-loaded host once let the process collector (nice 19) read too few /proc states for the
+    stopped-target rule while py-spy's frozen stacks made the whole account: no verdict, and why."""
+    from diagnose.model import STOPPED
+
+    acc = _threads(_term(KINDS[STOPPED], 0.97), _term(KINDS["idle.work"], 0.03))
+    v = decide((acc,), [], signals=BUSY)
+    assert v.quadrant == Quadrant.UNKNOWN and v.headline.startswith("No verdict: the target was stopped"), v.headline
+    other = decide((_threads(_term(KINDS["wait.core"], 1.0)),), [], signals=BUSY)
+    assert other.quadrant == Quadrant.UNKNOWN and "attributes no time to a quadrant" in other.headline

@@ -48,6 +48,8 @@ def _verdict_words(a: Analysis) -> str:
         return "No load"
     if v.quadrant.value == "unknown":
         veto = next((f for f in a.findings if f.blocks_verdict), None)
+        if veto is None and v.headline.startswith("No verdict: the target was stopped"):
+            return "No verdict, the target was stopped"  # read from the account (verdict/account.py)
         return f"No verdict, {veto.title[:1].lower() + veto.title[1:]}" if veto else "No verdict"
     mixed = f" with {v.mixed_with.value}" if v.mixed_with else ""
     return f"{bound_words(v.quadrant.value)}{mixed}" + (f", act on the {v.layer.value} layer" if v.layer else "")

@@ -16,10 +16,12 @@ from diagnose.pipeline import AttachRequest, attach
 from helpers import run_diagnose
 
 FAST = dict(skip=("nvml", "gpm", "dcgm", "agent", "otlp", "serving"), pyspy_window_s=1.0)
+MIN_LIVED_S = 3.0  # past the 2 s of secondary.target_exited_early (rules/cpu.py), with room for a slow start
 
 
 class EndAfterParsedAhead:
-    """A headless view whose capture ends (``end(stop)``) once the parsing child delivered a result."""
+    """A headless view whose capture ends (``end(stop)``) once the parsing child delivered a result,
+    and not before MIN_LIVED_S (a target gone sooner gets no verdict: secondary.target_exited_early)."""
 
     def __init__(self, end: Callable[[threading.Event], None]):
         self.end = end
@@ -27,9 +29,11 @@ class EndAfterParsedAhead:
 
     def run(self, capture, stop, finish):
         def watch() -> None:
-            deadline = time.monotonic() + 60
+            started = time.monotonic()
+            deadline = started + 60
             while not stop.is_set() and time.monotonic() < deadline:
-                if capture.ahead is not None and capture.ahead.received >= 1:
+                if capture.ahead is not None and capture.ahead.received >= 1 \
+                        and time.monotonic() - started >= MIN_LIVED_S:
                     self.received_at_end = capture.ahead.received
                     self.end(stop)
                     return

@@ -14,8 +14,6 @@ import http.client
 import os
 import queue
 import random
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +23,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core for the model, no
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after the thread-count variables, which numpy reads at import
+from selfload import reply, serve  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--max-s", type=float, default=90.0)
@@ -117,11 +116,7 @@ class Handler(BaseHTTPRequestHandler):
         done, out = threading.Event(), []
         work.put((done, out))
         done.wait(10)
-        body = f"{out[0] if out else 0.0:.4f}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, f"{out[0] if out else 0.0:.4f}".encode())
 
     def log_message(self, *a: object) -> None:
         return
@@ -130,17 +125,8 @@ class Handler(BaseHTTPRequestHandler):
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 srv.daemon_threads = True
 threading.Thread(target=batcher, daemon=True).start()
-threading.Thread(target=srv.serve_forever, daemon=True).start()
-port = srv.server_address[1]
-loader = None
-if args.load_qps > 0:
-    loader = subprocess.Popen([sys.executable, __file__, "--client", str(port), "--max-s", f"{args.max_s:g}",
-                               "--load-qps", f"{args.load_qps:g}", "--clients", str(args.clients)])
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the finally below stops the client too
-print(f"READY {port}", flush=True)
-try:
-    time.sleep(args.max_s)
-finally:
-    if loader is not None:
-        loader.kill()
-        loader.wait()
+threading.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+srv.daemon_threads = True
+threading.Thread(target=batcher, daemon=True).start()
+serve(srv, __file__, args.max_s, ["--load-qps", f"{args.load_qps:g}", "--clients", str(args.clients)]
+      if args.load_qps > 0 else None)

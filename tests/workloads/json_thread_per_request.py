@@ -13,12 +13,12 @@ import argparse
 import http.client
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from selfload import reply, serve
 
 p = argparse.ArgumentParser()
 p.add_argument("--max-s", type=float, default=90.0)
@@ -60,12 +60,7 @@ DOC = json.dumps({"items": [{"id": i, "name": f"item{i}", "vals": [i * 0.001 * k
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        body = json.dumps(json.loads(DOC), sort_keys=True, indent=1).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, json.dumps(json.loads(DOC), sort_keys=True, indent=1).encode(), "application/json")
 
     def log_message(self, *a: object) -> None:
         return
@@ -74,17 +69,4 @@ class Handler(BaseHTTPRequestHandler):
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 srv.daemon_threads = True
 srv.handle_error = lambda *a: None  # a client reset as the workload stops is not news
-threading.Thread(target=srv.serve_forever, daemon=True).start()
-port = srv.server_address[1]
-loader = None
-if args.clients > 0:
-    loader = subprocess.Popen([sys.executable, __file__, "--client", str(port), "--max-s", f"{args.max_s:g}",
-                               "--clients", str(args.clients)])
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the finally below stops the client too
-print(f"READY {port}", flush=True)
-try:
-    time.sleep(args.max_s)
-finally:
-    if loader is not None:
-        loader.kill()
-        loader.wait()
+serve(srv, __file__, args.max_s, ["--clients", str(args.clients)] if args.clients > 0 else None)

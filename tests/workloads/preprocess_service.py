@@ -12,9 +12,7 @@ import argparse
 import http.client
 import io
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after the thread-count variables, which numpy reads at import
 from PIL import Image, ImageFilter  # noqa: E402
+from selfload import reply, serve  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--max-s", type=float, default=90.0)
@@ -81,12 +80,7 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # the client's delayed ACK
 
     def do_GET(self) -> None:
-        y = preprocess() @ W
-        body = f"{int(y.argmax())}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, f"{int((preprocess() @ W).argmax())}".encode())
 
     def log_message(self, *a: object) -> None:
         return
@@ -94,17 +88,4 @@ class Handler(BaseHTTPRequestHandler):
 
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 srv.daemon_threads = True
-threading.Thread(target=srv.serve_forever, daemon=True).start()
-port = srv.server_address[1]
-loader = None
-if args.clients > 0:
-    loader = subprocess.Popen([sys.executable, __file__, "--client", str(port), "--max-s", f"{args.max_s:g}",
-                               "--clients", str(args.clients)])
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped: the finally below stops the client too
-print(f"READY {port}", flush=True)
-try:
-    time.sleep(args.max_s)
-finally:
-    if loader is not None:
-        loader.kill()
-        loader.wait()
+serve(srv, __file__, args.max_s, ["--clients", str(args.clients)] if args.clients > 0 else None)

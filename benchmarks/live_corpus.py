@@ -40,6 +40,8 @@ LIVE: dict[str, tuple[list[str], list[str], bool, Expected]] = {
     # thread-time): more processes and a faster encoder are both its first remedy
     "json_thread_per_request": (["json_thread_per_request.py", "--clients", "8", "--max-s", "90"], [], False,
                                 ("service", "service", (FIRST["service.gil_bound"], FIRST["service.serialization"]))),
+    "blas_threads": (["blas_service.py", "--clients", "4", "--max-s", "90"], [], False,
+                     ("compute", "model", FIRST["compute.cpu_native_threads"])),
     "batched_near_idle": (["batched_service.py", "--load-qps", "30", "--max-s", "90"], [], False,
                           ("no_load", None, FIRST["secondary.idle_target"])),
     "forked_workers": (["forking_workers.py"], ["--subprocesses"], False,

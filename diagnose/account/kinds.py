@@ -34,6 +34,10 @@ KINDS: dict[str, TermKind] = {k.kind: k for k in (
     # intensity below CPU_MEMORY_BOUND_FLOP_PER_BYTE): the kind the thread account uses for it instead.
     _k("cpu.memory", "model work on the CPU streaming memory (torch ops of low arithmetic intensity)", Q.BANDWIDTH,
        L.MODEL, None),
+    # Threads py-spy never saw (no Python frames): their CPU time from /proc, e.g. a BLAS or OpenMP pool
+    # that runs the model's math beside the Python thread that called it.
+    _k("cpu.native", "native threads without Python frames (BLAS/OpenMP/intra-op pools)", Q.COMPUTE, L.MODEL,
+       "compute.cpu_native_threads"),
     _k("cpu.serialization", "serialization (json/pickle/protobuf)", Q.SERVICE, L.SERVICE, "service.serialization"),
     _k("cpu.tokenization", "tokenization", Q.SERVICE, L.SERVICE, "service.tokenization"),
     _k("cpu.python", "interpreted Python code", Q.SERVICE, L.SERVICE, "service.python_overhead"),
@@ -116,8 +120,8 @@ CATEGORY_KIND: dict[str, str] = {
     Category.INPUT_WAIT: "wait.input", Category.LOOP_BLOCKED: "wait.loop_blocked",
 }
 # Kinds a thread holds while running (part of it may be spent runnable, waiting for a core).
-ON_CPU = frozenset({"cpu.compute", "cpu.memory", "cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc",
-                    "io.copy", "cpu.preprocess", "cpu.input"})
+ON_CPU = frozenset({"cpu.compute", "cpu.native", "cpu.memory", "cpu.serialization", "cpu.tokenization", "cpu.python",
+                    "cpu.gc", "io.copy", "cpu.preprocess", "cpu.input"})
 # Work of a Python thread that, found asleep in a futex, may wait for the GIL: Python code, or a
 # native call (numpy/torch) that released the GIL and waits to take it back.
 GIL_WAITERS = frozenset({"cpu.serialization", "cpu.tokenization", "cpu.python", "cpu.gc", "cpu.compute",

@@ -19,7 +19,7 @@ from diagnose.bundle import Bundle
 from diagnose.model import Account, AccountTerm, Layer, Signal
 from diagnose.results.gain import BusiestThread
 from diagnose.signals.thread_time import profiler_holds
-from diagnose.signals.threads import bundle_thread_usage
+from diagnose.signals.threads import ThreadUsage, bundle_thread_usage
 
 WAIT_NAMES = {"lock": "lock", "handoff": "queue/handoff", "await": "event-loop"}
 UNBATCHED_MAX_BATCH = 2.0  # model ops' leading dimension at most this: unbatched
@@ -35,6 +35,7 @@ AWAITED_MIN = 0.5
 # on any CPU) at least this share: the model's CPU time is memory traffic, not arithmetic.
 CPU_MEMORY_BOUND_TIME_PCT = 50.0
 SRC = "py-spy stacks x /proc thread readings (state, wchan, schedstat)"
+NATIVE_MIN_PCT = 5.0  # a thread without Python frames below this % of a core is an idle pool, not work
 
 
 def _pieces(bundle: Bundle) -> tuple[list[Piece], dict[str, int]]:
@@ -88,13 +89,43 @@ def _queued(wait: str, waited_s: float, model_s: float) -> bool:
     return wait == "await" and waited_s >= AWAITED_MIN * model_s
 
 
+def _native(usage: dict[int, ThreadUsage], pieces: list[Piece]) -> tuple[float, float, int]:
+    """The threads py-spy never saw (no Python frames: a BLAS or OpenMP pool doing the model's math)
+    over the sampled span of the pieces: (s on a CPU, s waiting for one, threads). Their /proc CPU
+    and run-queue time (schedstat) over the readings' span, scaled to the pieces' span; their sleep
+    is not counted (an idle pool is not the service waiting for work). Threads under
+    NATIVE_MIN_PCT of a core are left out."""
+    seen = {p.tid for p in pieces}
+    times = [r.t_ns for tid, tu in usage.items() if tid not in seen for r in tu.readings]
+    if not times or max(times) <= min(times):
+        return 0.0, 0.0, 0
+    read_s = (max(times) - min(times)) / 1e9
+    sampled_s = (max(p.end_ns for p in pieces) - min(p.start_ns for p in pieces)) / 1e9
+    scale = min(sampled_s, read_s) / read_s
+    ran = waited = 0.0
+    threads = 0
+    for tid, tu in usage.items():
+        if tid in seen or tu.cpu_s < NATIVE_MIN_PCT / 100 * read_s:
+            continue
+        st = tu.schedstat()
+        ran += tu.cpu_s * scale
+        waited += (st[1] / 1e9 if st is not None and 0 <= st[1] < 2**62 else 0.0) * scale
+        threads += 1
+    return ran, min(waited, threads * sampled_s), threads
+
+
 def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None:
-    """The thread-time account, or None without py-spy stacks on the Unix clock."""
+    """The thread-time account, or None without py-spy stacks on the Unix clock. Threads without
+    Python frames count with their CPU time (``_native``)."""
     pieces, dropped = _pieces(bundle)
     if not pieces:
         return None
     kept = included(pieces)
     own, attributed = attribute(kept)
+    native_s, native_wait_s, natives = _native(bundle_thread_usage(bundle), pieces)
+    if native_s > 0:
+        own["cpu.native"] = own.get("cpu.native", 0.0) + native_s
+        own["wait.core"] = own.get("wait.core", 0.0) + native_wait_s
     total = sum(own.values()) + sum(attributed.values())
     if total <= 0:
         return None
@@ -127,6 +158,9 @@ def thread_account(bundle: Bundle, signals: dict[str, Signal]) -> Account | None
         terms.append(_term(k, key, label, s, total, f"{s:.2f} of {total:.2f} thread-s: {why}"))
     terms.sort(key=lambda t: -t.share)
     notes = [f"{threads} thread(s) accounted"]
+    if natives:
+        notes.append(f"{natives} thread(s) without Python frames (BLAS/OpenMP pools) counted by their CPU time "
+                     f"(/proc): {native_s:.2f} thread-s on a CPU, {native_wait_s:.2f} waiting for one")
     calibrated = dropped.pop("calibrated", 0)
     futex_ran = dropped.pop("futex_readings_ran", 0)
     if futex_ran:

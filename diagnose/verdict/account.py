@@ -304,8 +304,9 @@ def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str,
     # demand (run + run-queue): a loop the host holds back in the run queue is busy, not idle
     saturated = max(demand or 0.0, ran or 0.0) >= SATURATED_PCT
     below = _below_capacity(acc, signals)
-    if not (idle >= NO_LOAD_MIN_SHARE or (idle > 0 and idle >= max(scores.values()) and not saturated)
-            or below is not None):
+    # a thread at a full core is work, however many others wait (a BLAS pool's worker beside idle handlers)
+    if saturated or not (idle >= NO_LOAD_MIN_SHARE or (idle > 0 and idle >= max(scores.values()))
+                         or below is not None):
         return None
     room = ""
     if ran is not None:

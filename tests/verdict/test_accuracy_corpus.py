@@ -283,7 +283,8 @@ def test_event_loop_awaiting_a_slow_upstream_is_io(workload, tmp_path):
 def test_live_corpus_case(name, tmp_path):
     """Each live workload of benchmarks/live_corpus.py (a training loop starved by its DataLoader, an
     async handler blocking its loop, threaded Pillow pre-processing, a thread-per-request JSON
-    service, a near-idle batched service, forked workers): right on quadrant, layer and first remedy
+    service, a numpy service computing in OpenBLAS's threads, a near-idle batched service, forked
+    workers): right on quadrant, layer and first remedy
     (a host-starved reading counts when its reading on dedicated cores is right)."""
     row = run_live(name, 4.0, tmp_path)
     assert "error" not in row, row.get("error")

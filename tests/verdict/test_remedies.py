@@ -189,3 +189,15 @@ def test_frozen_stacks_without_the_stopped_rule_still_say_the_target_was_stopped
     assert v.quadrant == Quadrant.UNKNOWN and v.headline.startswith("No verdict: the target was stopped"), v.headline
     other = decide((_threads(_term(KINDS["wait.core"], 1.0)),), [], signals=BUSY)
     assert other.quadrant == Quadrant.UNKNOWN and "attributes no time to a quadrant" in other.headline
+
+
+def test_a_thread_at_a_full_core_is_work_however_many_others_wait():
+    """Measured: a threaded numpy service, its four request threads mostly waiting, its OpenBLAS worker
+    (no Python frames: ``cpu.native``, from /proc) at 99.7% of a core; it read "no load"."""
+    acc = _threads(_term(KINDS["idle.work"], 0.84), _term(KINDS["cpu.native"], 0.1), _term(KINDS["io.wait"], 0.06))
+    busy = _sig(cpu_max_thread_util_pct=99.7, cpu_max_thread_demand_pct=100.0, cpu_cores_util_pct=71.0)
+    v = decide((acc,), [], signals=busy)
+    assert v.quadrant == Quadrant.COMPUTE and v.layer == Layer.MODEL, v.headline
+    assert v.remedy == RULE["compute.cpu_native_threads"].suggestions[0]
+    quiet = _sig(cpu_max_thread_util_pct=12.0, cpu_max_thread_demand_pct=13.0, cpu_cores_util_pct=8.0)
+    assert decide((acc,), [], signals=quiet).quadrant == Quadrant.NO_LOAD  # the same account, nobody busy

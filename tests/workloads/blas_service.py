@@ -1,0 +1,78 @@
+"""A threaded numpy service whose math runs in OpenBLAS's own threads: each GET multiplies 400x400
+matrices (OpenBLAS with its default thread count), so the busiest thread of the process is a BLAS
+worker py-spy never sees, while the request threads mostly wait (for their next request, or on the
+pool). It read "no load" until threads without Python frames entered the thread-time account.
+
+Prints "READY <port>". ``--clients N``: also starts its own closed-loop client process with N
+keep-alive connections, so a capture needs no driver (another process, never sampled with the
+target). Bounded: exits after --max-s seconds (the client with it).
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+from selfload import reply, serve
+
+p = argparse.ArgumentParser()
+p.add_argument("--max-s", type=float, default=90.0)
+p.add_argument("--clients", type=int, default=0)
+p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
+args = p.parse_args()
+
+
+def client(port: int, n: int) -> None:
+    deadline = time.monotonic() + args.max_s
+    parent = os.getppid()
+
+    def one() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while time.monotonic() < deadline:
+            try:
+                conn.request("GET", "/predict")
+                conn.getresponse().read()
+            except OSError:
+                if os.getppid() != parent:  # the service is gone: so is its client
+                    return
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+if args.client:
+    client(args.client, args.clients)
+    sys.exit(0)
+
+rng = np.random.default_rng(0)
+A, B = rng.random((400, 400)), rng.random((400, 400))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        c = A @ B
+        for _ in range(3):
+            c = c @ B
+            c /= c.max()
+        reply(self, f"{float(c.sum()):.4f}".encode())
+
+    def log_message(self, *a: object) -> None:
+        return
+
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+srv.daemon_threads = True
+srv.handle_error = lambda *a: None  # a client reset as the workload stops is not news
+serve(srv, __file__, args.max_s, ["--clients", str(args.clients)] if args.clients > 0 else None)

@@ -10,15 +10,11 @@ target). Bounded: exits after --max-s seconds (the client with it).
 from __future__ import annotations
 
 import argparse
-import http.client
-import os
 import sys
-import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-from selfload import reply, serve
+from selfload import closed_loop, reply, serve
 
 p = argparse.ArgumentParser()
 p.add_argument("--max-s", type=float, default=90.0)
@@ -27,31 +23,8 @@ p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
 args = p.parse_args()
 
 
-def client(port: int, n: int) -> None:
-    deadline = time.monotonic() + args.max_s
-    parent = os.getppid()
-
-    def one() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        while time.monotonic() < deadline:
-            try:
-                conn.request("GET", "/predict")
-                conn.getresponse().read()
-            except OSError:
-                if os.getppid() != parent:  # the service is gone: so is its client
-                    return
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
 if args.client:
-    client(args.client, args.clients)
+    closed_loop(args.client, args.clients, args.max_s, "/predict")
     sys.exit(0)
 
 rng = np.random.default_rng(0)
@@ -74,5 +47,4 @@ class Handler(BaseHTTPRequestHandler):
 
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 srv.daemon_threads = True
-srv.handle_error = lambda *a: None  # a client reset as the workload stops is not news
 serve(srv, __file__, args.max_s, ["--clients", str(args.clients)] if args.clients > 0 else None)

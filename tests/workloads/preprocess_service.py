@@ -9,13 +9,10 @@ target). Bounded: exits after --max-s seconds (the client with it).
 from __future__ import annotations
 
 import argparse
-import http.client
 import io
 import os
 import socket
 import sys
-import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -23,7 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after the thread-count variables, which numpy reads at import
 from PIL import Image, ImageFilter  # noqa: E402
-from selfload import reply, serve  # noqa: E402
+from selfload import closed_loop, reply, serve  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--max-s", type=float, default=90.0)
@@ -32,31 +29,8 @@ p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
 args = p.parse_args()
 
 
-def client(port: int, n: int) -> None:
-    deadline = time.monotonic() + args.max_s
-    parent = os.getppid()
-
-    def one() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        while time.monotonic() < deadline:
-            try:
-                conn.request("GET", "/predict")
-                conn.getresponse().read()
-            except OSError:
-                if os.getppid() != parent:  # the service is gone: so is its client
-                    return
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
 if args.client:
-    client(args.client, args.clients)
+    closed_loop(args.client, args.clients, args.max_s, "/predict")
     sys.exit(0)
 
 rng = np.random.default_rng(0)

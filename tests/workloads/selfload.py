@@ -1,9 +1,11 @@
-"""What the self-loading HTTP workloads share (preprocess_service, batched_service,
-json_thread_per_request): a handler's reply, and serving on a daemon thread beside the workload's
-own client process (the script run again with ``--client PORT``), READY on stdout, until --max-s
-or SIGTERM, the client stopped with it."""
+"""What the self-loading HTTP workloads share (preprocess_service, batched_service, blas_service,
+json_thread_per_request): a handler's reply, serving on a daemon thread beside the workload's own
+client process (the script run again with ``--client PORT``), READY on stdout, until --max-s or
+SIGTERM, the client stopped with it; and that client's closed loop."""
 from __future__ import annotations
 
+import http.client
+import os
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ def reply(handler: BaseHTTPRequestHandler, body: bytes, content_type: str | None
 def serve(srv: HTTPServer, script: str, max_s: float, client_args: list[str] | None) -> None:
     """Serve ``srv`` for ``max_s`` seconds; ``client_args``: the client's arguments after
     ``--client PORT --max-s S`` (None: no client)."""
+    srv.handle_error = lambda *a: None  # type: ignore[method-assign]  # a client reset as it stops is not news
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
     loader = None
@@ -38,3 +41,32 @@ def serve(srv: HTTPServer, script: str, max_s: float, client_args: list[str] | N
         if loader is not None:
             loader.kill()
             loader.wait()
+
+
+def closed_loop(port: int, n: int, max_s: float, path: str, keep_alive: bool = True) -> None:
+    """``n`` threads each sending GET ``path`` and reading the answer until ``max_s`` has passed, on
+    one keep-alive connection each or a new connection a request; they end when the service (this
+    process's parent) is gone."""
+    deadline = time.monotonic() + max_s
+    parent = os.getppid()
+
+    def one() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while time.monotonic() < deadline:
+            try:
+                conn.request("GET", path)
+                conn.getresponse().read()
+            except OSError:
+                if os.getppid() != parent:  # the service is gone: so is its client
+                    return
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            if not keep_alive:
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

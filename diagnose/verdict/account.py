@@ -36,6 +36,9 @@ MIXED_MIN_SHARE = 0.15
 # time (an event loop awaiting a busy worker). The request-time account breaks it where it ranks one of
 # the two first: the quadrant the requests themselves spend their time in leads.
 TIE_RATIO = 0.9
+# A lead below this share of its account is no lead: a 1 us model stage in requests of 100 ms read
+# "compute-bound, model stage 0%" (confidence 0.05).
+MIN_LEAD_SHARE = 0.01
 NO_LOAD_MIN_SHARE = 0.8  # waiting for work at least this share of thread-time: no load
 # A service whose busiest thread runs under this % of a core (and the process under this % of the host's
 # cores) while its lead is CPU work is below capacity: no load, with its headroom (the near-idle batched
@@ -176,13 +179,15 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
     idle = _no_load(acc, scores, conf, why, signals)
     if idle is not None:
         return idle, "idle.work"
-    if s1 <= 0:
+    if s1 < MIN_LEAD_SHARE:
         frozen = bool(acc.terms) and max(acc.terms, key=lambda t: t.share).kind == STOPPED
         # the stopped-target rule reads /proc states; on a busy host its collector (nice 19) may have read
         # too few of them, while py-spy's frozen stacks still made the account: say what the account says
         what = ("the target was stopped (SIGSTOP, a debugger or a suspended job): its sampled time is frozen "
                 "stacks, not work" if frozen else
-                f"the {NAMES.get(acc.resource)} account attributes no time to a quadrant")
+                f"the {NAMES.get(acc.resource)} account attributes no time to a quadrant" if s1 <= 0 else
+                f"the {NAMES.get(acc.resource)} account attributes {s1:.2%} of its time to a quadrant at most, "
+                f"under the {MIN_LEAD_SHARE:.0%} a lead needs")
         return Verdict(Quadrant.UNKNOWN, None, scores, 0.0, f"No verdict: {what}.",
                        account=acc.resource, confidence_reason=why), None
     lead = _lead(acc, q1)

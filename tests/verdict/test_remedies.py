@@ -201,3 +201,15 @@ def test_a_thread_at_a_full_core_is_work_however_many_others_wait():
     assert v.remedy == RULE["compute.cpu_native_threads"].suggestions[0]
     quiet = _sig(cpu_max_thread_util_pct=12.0, cpu_max_thread_demand_pct=13.0, cpu_cores_util_pct=8.0)
     assert decide((acc,), [], signals=quiet).quadrant == Quadrant.NO_LOAD  # the same account, nobody busy
+
+
+def test_a_lead_of_almost_nothing_is_no_verdict():
+    """Request spans whose only stage is a 1 us model call in 100 ms requests: the rest is not
+    attributed, and a 0.001% lead read "compute-bound, model stage 0%" (confidence 0.05)."""
+    model = KINDS["stage.model"]
+    acc = Account("requests", "request time", "s", 1.0, (_term(model, 0.00001),), observations=1000)
+    v = decide((acc,), [], signals=BUSY)
+    assert v.quadrant == Quadrant.UNKNOWN and v.layer is None, v.headline
+    assert "0.00% of its time to a quadrant at most, under the 1% a lead needs" in v.headline
+    real = Account("requests", "request time", "s", 1.0, (_term(model, 0.02),), observations=1000)
+    assert decide((real,), [], signals=BUSY).quadrant == Quadrant.COMPUTE  # 2%: a thin lead, still a lead

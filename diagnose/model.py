@@ -141,6 +141,7 @@ class NotJudged:
 
 HOST = "host"  # an account term the host imposed (waiting for a core): no quadrant of the target's
 STOPPED = "stopped"  # an account term of a stopped target (SIGSTOP, a debugger): frozen stacks, no work
+STOPPED_READING = "the target was stopped"  # a verdict's headline for an account of frozen stacks
 
 
 @dataclass(frozen=True)

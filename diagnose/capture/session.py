@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnose.bundle import BundleWriter, CollectorState, CollectorStatus, Manifest
+from diagnose.bundle.records.manifest import TARGET_EXITED
 from diagnose.capture.ahead import ParseAhead
 from diagnose.capture.budget import PERIOD_S, OverheadBudget
 from diagnose.capture.clock import SYSTEM_CLOCK, Clock
@@ -159,7 +160,7 @@ class Capture:
             if now >= deadline:
                 return "duration reached"
             if not target_alive(self.target):
-                return "target exited"
+                return TARGET_EXITED
             if not running:
                 return "no collector could start"
             self.clock.wait(stop, min(0.25, max(0.0, deadline - now)))

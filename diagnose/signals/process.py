@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from diagnose.bundle.counters import HostCpu, host_cpu, process_cpu_s
 from diagnose.bundle.records import ProcessReading, ThreadNameRecord
+from diagnose.bundle.records.manifest import TARGET_EXITED
 from diagnose.model import Signal, missing
 from diagnose.signals.threads import ThreadUsage, thread_usage
 
@@ -107,9 +108,6 @@ def process_signals(s: ProcessSummary | None, reason: str, python_tids: set[int]
     out.update(_host_signals(s))
     out.update(tcp_signals(s))
     return out
-
-
-TARGET_EXITED = "target exited"  # the manifest's end_reason when the target died mid-capture
 
 
 def target_alive_signal(end_reason: str | None, span: tuple[int, int] | None) -> Signal:

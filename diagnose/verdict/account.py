@@ -16,6 +16,7 @@ from diagnose.account.kinds import GIL_HOLDING, KINDS, ON_CPU
 from diagnose.model import (
     JUDGED_QUADRANTS,
     STOPPED,
+    STOPPED_READING,
     Account,
     AccountTerm,
     Finding,
@@ -183,7 +184,7 @@ def _reading(acc: Account, conf: float, why: str, findings: list[Finding],
         frozen = bool(acc.terms) and max(acc.terms, key=lambda t: t.share).kind == STOPPED
         # the stopped-target rule reads /proc states; on a busy host its collector (nice 19) may have read
         # too few of them, while py-spy's frozen stacks still made the account: say what the account says
-        what = ("the target was stopped (SIGSTOP, a debugger or a suspended job): its sampled time is frozen "
+        what = (f"{STOPPED_READING} (SIGSTOP, a debugger or a suspended job): its sampled time is frozen "
                 "stacks, not work" if frozen else
                 f"the {NAMES.get(acc.resource)} account attributes no time to a quadrant" if s1 <= 0 else
                 f"the {NAMES.get(acc.resource)} account attributes {s1:.2%} of its time to a quadrant at most, "
@@ -315,9 +316,10 @@ def _no_load(acc: Account, scores: dict[Quadrant, float], conf: float, why: str,
         return None
     room = ""
     if ran is not None:
-        room = (f" {who[0].upper() + who[1:]} ran {ran:.0f}% of a core: ~{100.0 / ran:.0f}x headroom by it."
-                if ran >= 100.0 / MAX_HEADROOM else f" {who[0].upper() + who[1:]} ran under "
-                f"{100.0 / MAX_HEADROOM:.0f}% of a core: more than {MAX_HEADROOM}x headroom by it.")
+        who = who[0].upper() + who[1:]
+        floor = 100.0 / MAX_HEADROOM
+        room = (f" {who} ran {ran:.0f}% of a core: ~{100.0 / ran:.0f}x headroom by it." if ran >= floor
+                else f" {who} ran under {floor:.0f}% of a core: more than {MAX_HEADROOM}x headroom by it.")
     what = (f"its threads waited for work {idle:.0%} of their sampled time" if below is None else
             f"it runs below its capacity (what its threads did, {max(scores.values()):.0%} of their sampled time "
             f"at most in one quadrant, fits in a fraction of a core; waiting for work {idle:.0%})")

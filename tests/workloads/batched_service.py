@@ -9,7 +9,6 @@ Bounded: exits after --max-s seconds (the client with it).
 """
 from __future__ import annotations
 
-import argparse
 import http.client
 import os
 import queue
@@ -23,15 +22,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core for the model, no
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after the thread-count variables, which numpy reads at import
-from selfload import reply, serve  # noqa: E402
+from selfload import arguments, reply, serve  # noqa: E402
 
-p = argparse.ArgumentParser()
-p.add_argument("--max-s", type=float, default=90.0)
+p = arguments(clients=8)
 p.add_argument("--window-ms", type=float, default=8.0, help="how long the worker collects a batch")
 p.add_argument("--model-ms", type=float, default=10.0, help="one batch's forward, calibrated at start")
 p.add_argument("--load-qps", type=float, default=0.0, help="start an own client process at this rate")
-p.add_argument("--clients", type=int, default=8)
-p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
 args = p.parse_args()
 
 

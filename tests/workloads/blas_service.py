@@ -9,23 +9,15 @@ target). Bounded: exits after --max-s seconds (the client with it).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-from selfload import closed_loop, reply, serve
+from selfload import arguments, client_if_asked, reply, serve
 
-p = argparse.ArgumentParser()
-p.add_argument("--max-s", type=float, default=90.0)
-p.add_argument("--clients", type=int, default=0)
-p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
-args = p.parse_args()
+args = arguments().parse_args()
 
 
-if args.client:
-    closed_loop(args.client, args.clients, args.max_s, "/predict")
-    sys.exit(0)
+client_if_asked(args, "/predict")
 
 rng = np.random.default_rng(0)
 A, B = rng.random((400, 400)), rng.random((400, 400))

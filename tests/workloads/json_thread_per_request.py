@@ -9,23 +9,15 @@ sampled with the target). Bounded: exits after --max-s seconds (the client with 
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from selfload import closed_loop, reply, serve
+from selfload import arguments, client_if_asked, reply, serve
 
-p = argparse.ArgumentParser()
-p.add_argument("--max-s", type=float, default=90.0)
-p.add_argument("--clients", type=int, default=0)
-p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
-args = p.parse_args()
+args = arguments().parse_args()
 
 
-if args.client:
-    closed_loop(args.client, args.clients, args.max_s, "/items", keep_alive=False)
-    sys.exit(0)
+client_if_asked(args, "/items", keep_alive=False)
 
 DOC = json.dumps({"items": [{"id": i, "name": f"item{i}", "vals": [i * 0.001 * k for k in range(20)]}
                             for i in range(300)]})

@@ -8,11 +8,9 @@ target). Bounded: exits after --max-s seconds (the client with it).
 """
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import socket
-import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -20,18 +18,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402 - after the thread-count variables, which numpy reads at import
 from PIL import Image, ImageFilter  # noqa: E402
-from selfload import closed_loop, reply, serve  # noqa: E402
+from selfload import arguments, client_if_asked, reply, serve  # noqa: E402
 
-p = argparse.ArgumentParser()
-p.add_argument("--max-s", type=float, default=90.0)
-p.add_argument("--clients", type=int, default=0)
-p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
-args = p.parse_args()
+args = arguments().parse_args()
 
 
-if args.client:
-    closed_loop(args.client, args.clients, args.max_s, "/predict")
-    sys.exit(0)
+client_if_asked(args, "/predict")
 
 rng = np.random.default_rng(0)
 _buf = io.BytesIO()

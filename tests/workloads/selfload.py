@@ -4,6 +4,7 @@ client process (the script run again with ``--client PORT``), READY on stdout, u
 SIGTERM, the client stopped with it; and that client's closed loop."""
 from __future__ import annotations
 
+import argparse
 import http.client
 import os
 import signal
@@ -12,6 +13,16 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+def arguments(clients: int = 0) -> argparse.ArgumentParser:
+    """The options every self-loading workload takes: --max-s, --clients and the hidden --client PORT
+    its own client process is started with."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--max-s", type=float, default=90.0)
+    p.add_argument("--clients", type=int, default=clients)
+    p.add_argument("--client", metavar="PORT", type=int, help=argparse.SUPPRESS)
+    return p
 
 
 def reply(handler: BaseHTTPRequestHandler, body: bytes, content_type: str | None = None) -> None:
@@ -70,3 +81,10 @@ def closed_loop(port: int, n: int, max_s: float, path: str, keep_alive: bool = T
         t.start()
     for t in threads:
         t.join()
+
+
+def client_if_asked(args: argparse.Namespace, path: str, keep_alive: bool = True) -> None:
+    """Run as the workload's own closed-loop client (``--client PORT``) and exit, if so started."""
+    if args.client:
+        closed_loop(args.client, args.clients, args.max_s, path, keep_alive)
+        sys.exit(0)

@@ -189,5 +189,9 @@ def target_info(raw: Any) -> TargetInfo:
     return lenient(TargetInfo, raw) or TargetInfo()
 
 
-__all__ = ["BudgetChange", "BudgetRates", "CaptureCost", "CaptureOptionsInfo", "CollectorCounts", "CollectorEntry",
-           "HostInfo", "ManifestInfo", "OverheadBudget", "TargetInfo", "ToolInfo", "manifest_info", "target_info"]
+TARGET_EXITED = "target exited"  # ``end_reason`` of a capture whose target died before its end
+
+
+__all__ = ["TARGET_EXITED", "BudgetChange", "BudgetRates", "CaptureCost", "CaptureOptionsInfo", "CollectorCounts",
+           "CollectorEntry", "HostInfo", "ManifestInfo", "OverheadBudget", "TargetInfo", "ToolInfo", "manifest_info",
+           "target_info"]

@@ -14,7 +14,7 @@ import shlex
 from typing import Any, ClassVar
 
 from diagnose.bundle.records.manifest import ManifestInfo
-from diagnose.model import Analysis, Report, Severity
+from diagnose.model import STOPPED_READING, Analysis, Report, Severity
 from diagnose.render.base import Renderer
 from diagnose.render.gain import gain_words, other_gains
 from diagnose.render.markdown.gfm import code, fenced, text
@@ -48,8 +48,8 @@ def _verdict_words(a: Analysis) -> str:
         return "No load"
     if v.quadrant.value == "unknown":
         veto = next((f for f in a.findings if f.blocks_verdict), None)
-        if veto is None and v.headline.startswith("No verdict: the target was stopped"):
-            return "No verdict, the target was stopped"  # read from the account (verdict/account.py)
+        if veto is None and v.headline.startswith(f"No verdict: {STOPPED_READING}"):
+            return f"No verdict, {STOPPED_READING}"  # read from the account, not the rule
         return f"No verdict, {veto.title[:1].lower() + veto.title[1:]}" if veto else "No verdict"
     mixed = f" with {v.mixed_with.value}" if v.mixed_with else ""
     return f"{bound_words(v.quadrant.value)}{mixed}" + (f", act on the {v.layer.value} layer" if v.layer else "")
